@@ -1,0 +1,68 @@
+# Ratchet: two entry points for humans and CI.
+#   make conformance   the main job on the embedded backends (memory, fakeredis); no server needed
+#   make test          everything: lint, types, CrossHair, the whole test suite on real services
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := help
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed-stamp
+PROFILE ?= ci
+REPORTS := reports
+CROSSHAIR_BUDGET ?= 4
+
+-include mk/services.mk
+
+.PHONY: help venv conformance conformance-real test lint types crosshair pytest clean
+
+help:
+	@echo "make conformance  - conformance suites on memory + fakeredis (embedded, no servers)"
+	@echo "make test         - lint, types, CrossHair, all tests incl. real Redis/Cassandra/PostgreSQL/MariaDB"
+	@echo "make services     - install (when missing) and start the real services on loopback"
+	@echo "make services-stop"
+
+$(STAMP): pyproject.toml
+	@test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install --quiet --upgrade pip
+	$(BIN)/python -m pip install --quiet -e '.[dev]'
+	@touch $(STAMP)
+
+venv: $(STAMP)
+
+conformance: venv
+	@mkdir -p $(REPORTS)
+	$(BIN)/conformance run --backend memory,fakeredis --suite all --profile $(PROFILE) \
+		--junit $(REPORTS)/conformance-embedded.xml --report $(REPORTS)/conformance-embedded.json
+
+lint: venv
+	$(BIN)/ruff check .
+
+types: venv
+	$(BIN)/mypy --strict model impls conformance
+
+crosshair: venv
+	$(BIN)/crosshair check model/commit --per_condition_timeout=$(CROSSHAIR_BUDGET)
+	$(BIN)/crosshair check model/saga --per_condition_timeout=$(CROSSHAIR_BUDGET)
+
+pytest: venv
+	@mkdir -p $(REPORTS)
+	$(BIN)/pytest -q --junitxml=$(REPORTS)/pytest.xml
+
+conformance-real: venv
+	@mkdir -p $(REPORTS)
+	$(BIN)/conformance run --backend memory,fakeredis,redis,cql --suite all --profile $(PROFILE) \
+		--junit $(REPORTS)/conformance-real.xml --report $(REPORTS)/conformance-real.json
+
+# Services are started first so that a missing server fails the run in CI instead of skipping.
+test: venv
+	@$(MAKE) --no-print-directory services
+	@status=0; \
+	$(MAKE) --no-print-directory lint types crosshair pytest conformance-real || status=$$?; \
+	if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory services-stop || true; \
+	else echo "services left running; stop them with: make services-stop"; fi; \
+	exit $$status
+
+clean:
+	rm -rf $(REPORTS) .mypy_cache .ruff_cache .pytest_cache

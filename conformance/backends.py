@@ -1,0 +1,84 @@
+"""The backends Ratchet knows by name, and how to open them.
+
+Entries name their factories as ``module:function`` strings so that choosing ``memory`` never
+imports a database driver. A third-party store is the same thing given on the command line
+(``--store mypkg.store:make_store``).
+"""
+
+from __future__ import annotations
+
+import importlib
+from typing import cast
+
+import attrs
+
+from impls.api import OutboxFactory, StoreFactory
+
+
+@attrs.frozen
+class BackendSpec:
+    name: str
+    store_factory: str  # "module:function" returning a MessageStore for (namespace, membership)
+    outbox_factory: str  # "module:function" returning an Outbox for (namespace)
+    service: str | None  # the real service it needs (conformance/services.py), None if embedded
+    description: str
+
+
+COMMIT_BACKENDS: dict[str, BackendSpec] = {
+    spec.name: spec
+    for spec in (
+        BackendSpec(
+            "memory",
+            "impls.memory:open_store",
+            "impls.memory:open_outbox",
+            None,
+            "asyncio in-memory store, atomic Recorded+publication->Committed",
+        ),
+        BackendSpec(
+            "fakeredis",
+            "impls.redis:open_fakeredis_store",
+            "impls.redis:open_fakeredis_outbox",
+            None,
+            "the Redis store's scripts on fakeredis (embedded, Lua via lupa)",
+        ),
+        BackendSpec(
+            "redis",
+            "impls.redis:open_redis_store",
+            "impls.redis:open_redis_outbox",
+            "redis",
+            "the Redis store on a real Redis 7 server",
+        ),
+        BackendSpec(
+            "cql",
+            "impls.cql:open_cql_store",
+            "impls.cql:open_cql_outbox",
+            "cassandra",
+            "Cassandra/ScyllaDB with lightweight transactions, default two-step commit",
+        ),
+    )
+}
+
+EMBEDDED_COMMIT_BACKENDS = ("memory", "fakeredis")
+
+
+def load_object(path: str) -> object:
+    """Import ``module:attribute``; raises ``ValueError`` with a readable reason."""
+    module_name, sep, attribute = path.partition(":")
+    if not sep or not module_name or not attribute:
+        raise ValueError(f"expected MODULE:FACTORY, got {path!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import {module_name!r}: {exc}") from exc
+    try:
+        return cast(object, getattr(module, attribute))
+    except AttributeError:
+        raise ValueError(f"module {module_name!r} has no attribute {attribute!r}") from None
+
+
+def store_factory(spec: BackendSpec) -> StoreFactory:
+    return cast(StoreFactory, load_object(spec.store_factory))
+
+
+def outbox_factory(spec: BackendSpec) -> OutboxFactory:
+    return cast(OutboxFactory, load_object(spec.outbox_factory))

@@ -1,0 +1,146 @@
+"""The ports of the commit runtime: what a store, an outbox and the world around them must offer.
+
+Every backend implements ``MessageStore``; the committer is written against these protocols only,
+and the conformance harness drives any object that satisfies them (docs/backend-authors.md).
+Only ``MessageStoreError`` may leave a ``MessageStore`` method (C-ERR-01).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Protocol, runtime_checkable
+
+from model.commit import (
+    AuthenticatedSend,
+    CommitIntent,
+    CommitKey,
+    CommittedMessage,
+    ConversationId,
+    FrozenDeliveryInput,
+    HistoryPage,
+    HistoryQuery,
+    LoadedCommit,
+    OutboxPublication,
+    ReserveCandidate,
+    ReserveResult,
+    StoreCapabilities,
+    TenantId,
+    TimestampMillis,
+    UserId,
+)
+
+
+@runtime_checkable
+class MessageStore(Protocol):
+    """The commit fact source (seed 000). Each method cites its rules in docs/commit-contract.md."""
+
+    @property
+    def capabilities(self) -> StoreCapabilities: ...
+
+    async def reserve(
+        self,
+        request: AuthenticatedSend,
+        delivery: FrozenDeliveryInput,
+        candidate: ReserveCandidate,
+    ) -> ReserveResult: ...
+
+    async def put_record(self, intent: CommitIntent) -> None: ...
+
+    async def mark_outbox_published(
+        self, intent: CommitIntent, publication: OutboxPublication
+    ) -> None: ...
+
+    async def mark_published_and_committed(
+        self, intent: CommitIntent, publication: OutboxPublication
+    ) -> CommittedMessage: ...
+
+    async def mark_committed(self, intent: CommitIntent) -> CommittedMessage: ...
+
+    async def load_commit(
+        self, key: CommitKey, conversation_id: ConversationId
+    ) -> LoadedCommit | None: ...
+
+    async def load_commit_for_request(self, request: AuthenticatedSend) -> LoadedCommit | None: ...
+
+    async def scan_recoverable_commits(
+        self, older_than: TimestampMillis, max_items: int
+    ) -> list[CommitIntent]: ...
+
+    async def history_page(self, query: HistoryQuery) -> HistoryPage: ...
+
+    async def readiness(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Outbox(Protocol):
+    """Publishes a committed message's delivery event and returns a durable acknowledgement.
+
+    ``publish`` is idempotent per ``CommitKey``: publishing the same intent again returns the first
+    publication, so a committer that died at M-COMMIT-04 cannot make two publications look
+    committed. Errors leave as ``MessageStoreError`` (UNAVAILABLE / OUTCOME_UNKNOWN).
+    """
+
+    async def publish(self, intent: CommitIntent) -> OutboxPublication: ...
+
+    async def readiness(self) -> None: ...
+
+    async def close(self) -> None: ...
+
+
+@runtime_checkable
+class MembershipDirectory(Protocol):
+    """Current conversation membership: sender admission and history authorization (C-PRE-05)."""
+
+    async def members(self, tenant: TenantId, conversation: ConversationId) -> frozenset[UserId]: ...
+
+    async def version(self, tenant: TenantId, conversation: ConversationId) -> int: ...
+
+
+class Clock(Protocol):
+    def now_ms(self) -> TimestampMillis: ...
+
+
+class SystemClock:
+    """Wall-clock milliseconds, for production use; the harness injects a manual clock."""
+
+    def now_ms(self) -> TimestampMillis:
+        return time.time_ns() // 1_000_000
+
+
+class InMemoryMembership:
+    """A membership directory held in a dict, used by tests, examples and the harness."""
+
+    def __init__(self) -> None:
+        self._members: dict[tuple[TenantId, ConversationId], frozenset[UserId]] = {}
+        self._versions: dict[tuple[TenantId, ConversationId], int] = {}
+
+    def set_members(
+        self, tenant: TenantId, conversation: ConversationId, members: frozenset[UserId]
+    ) -> None:
+        ref = (tenant, conversation)
+        self._members[ref] = frozenset(members)
+        self._versions[ref] = self._versions.get(ref, 0) + 1
+
+    def snapshot(self, tenant: TenantId, conversation: ConversationId) -> frozenset[UserId]:
+        return self._members.get((tenant, conversation), frozenset())
+
+    async def members(self, tenant: TenantId, conversation: ConversationId) -> frozenset[UserId]:
+        return self.snapshot(tenant, conversation)
+
+    async def version(self, tenant: TenantId, conversation: ConversationId) -> int:
+        return self._versions.get((tenant, conversation), 0)
+
+
+class StoreFactory(Protocol):
+    """Opens a fresh, isolated store for one namespace (a key prefix or partition component).
+
+    Two namespaces never see each other's data, so examples need no FLUSHDB or TRUNCATE.
+    """
+
+    async def __call__(self, namespace: str, membership: MembershipDirectory) -> MessageStore: ...
+
+
+class OutboxFactory(Protocol):
+    async def __call__(self, namespace: str) -> Outbox: ...

@@ -1,0 +1,96 @@
+"""What the contract accepts: identifier syntax and size limits.
+
+Both boundaries use these: the committer answers with ``CommitError`` kinds (C-PRE-01), a store with
+``INVALID_ARGUMENT`` (C-ERR-04), and in both cases nothing is written.
+"""
+
+from __future__ import annotations
+
+import re
+
+from model.commit._values import (
+    AuthenticatedSend,
+    FrozenDeliveryInput,
+    HistoryQuery,
+    MessageContent,
+    MessageType,
+)
+
+MAX_ID_LENGTH = 64
+MAX_BODY_BYTES = 64 * 1024
+MAX_MENTIONS = 32
+MAX_RECIPIENTS = 10_000
+MAX_HISTORY_LIMIT = 100
+MAX_HISTORY_BYTES = 1 << 20
+MAX_SCAN_ITEMS = 1000
+
+_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# A client message id is what the device made up: letters, digits and ._:- , 1 to 64 of them.
+_CLIENT_MESSAGE_ID = re.compile(r"[A-Za-z0-9._:-]{1,64}")
+_CUSTOM_TYPE = re.compile(r"[a-z][a-z0-9._-]{0,63}")
+
+
+def is_valid_id(value: str) -> bool:
+    return _ID.fullmatch(value) is not None
+
+
+def is_valid_client_message_id(value: str) -> bool:
+    """C-PRE-01: the syntax of a ClientMessageId.
+
+    post: (not __return__) or (1 <= len(value) <= 64 and value.isascii() and " " not in value)
+    """
+    return _CLIENT_MESSAGE_ID.fullmatch(value) is not None
+
+
+def content_problem(content: MessageContent) -> str | None:
+    if len(content.body) > MAX_BODY_BYTES:
+        return f"body is {len(content.body)} bytes, over {MAX_BODY_BYTES}"
+    if content.message_type is MessageType.CUSTOM:
+        if content.custom_type is None or _CUSTOM_TYPE.fullmatch(content.custom_type) is None:
+            return "a custom message needs a custom_type of [a-z][a-z0-9._-]{0,63}"
+    elif content.custom_type is not None:
+        return "custom_type is only allowed on custom messages"
+    return None
+
+
+def send_problem(request: AuthenticatedSend) -> str | None:
+    """Why a request is out of contract, ignoring the client message id (checked on its own)."""
+    for name, value in (
+        ("tenant", request.tenant),
+        ("sender", request.sender),
+        ("device", request.device),
+        ("conversation", request.conversation),
+    ):
+        if not is_valid_id(value):
+            return f"{name} must be 1-{MAX_ID_LENGTH} characters of [A-Za-z0-9._-]"
+    if len(request.mentions) > MAX_MENTIONS:
+        return f"at most {MAX_MENTIONS} mentions"
+    if not all(is_valid_id(m) for m in request.mentions):
+        return "a mention is not a valid user id"
+    if request.reply_to is not None and request.reply_to < 1:
+        return "reply_to must be a conversation sequence number >= 1"
+    return content_problem(request.content)
+
+
+def delivery_problem(request: AuthenticatedSend, delivery: FrozenDeliveryInput) -> str | None:
+    if delivery.conversation != request.conversation:
+        return "delivery input is for another conversation"
+    if len(delivery.recipients) > MAX_RECIPIENTS:
+        return f"at most {MAX_RECIPIENTS} recipients"
+    if not all(is_valid_id(r) for r in delivery.recipients):
+        return "a recipient is not a valid user id"
+    if delivery.retention_ms <= 0 or delivery.membership_version < 0:
+        return "retention_ms must be > 0 and membership_version >= 0"
+    return None
+
+
+def history_query_problem(query: HistoryQuery) -> str | None:
+    if not (is_valid_id(query.tenant) and is_valid_id(query.conversation) and is_valid_id(query.actor)):
+        return "tenant, conversation and actor must be valid ids"
+    if not 1 <= query.limit <= MAX_HISTORY_LIMIT:
+        return f"limit must be 1..{MAX_HISTORY_LIMIT}"
+    if not 1 <= query.max_bytes <= MAX_HISTORY_BYTES:
+        return f"max_bytes must be 1..{MAX_HISTORY_BYTES}"
+    if query.anchor is not None and query.anchor < 0:
+        return "anchor must be >= 0"
+    return None
