@@ -1,0 +1,89 @@
+"""The Redis ``MessageStore`` and ``Outbox`` on redis.asyncio, unchanged on fakeredis and Redis 7.
+
+Factories (``conformance.backends`` names them):
+
+* ``open_fakeredis_store`` / ``open_fakeredis_outbox``: the embedded default. All fakeredis
+  clients of this process share one ``FakeServer``, so a store and an outbox opened for the same
+  namespace see the same data; each call gets its own client.
+* ``open_redis_store`` / ``open_redis_outbox``: a real server at ``RATCHET_REDIS_URL`` (default
+  ``redis://127.0.0.1:16379/0``, what ``scripts/services up redis`` starts).
+
+Layout: keys in ``_keys``, hash codec in ``_codec``, scripts in ``_scripts``, and the only place
+redis-py is called, with error translation and round-trip counting, in ``_gateway``.
+"""
+
+from __future__ import annotations
+
+import os
+
+import fakeredis
+from redis.asyncio import Redis
+from redis.backoff import ExponentialBackoff
+from redis.retry import Retry
+
+from impls.api import MembershipDirectory
+from impls.redis._outbox import RedisOutbox
+from impls.redis._store import CommitHashFootprint, RedisMessageStore
+
+REDIS_URL_ENV = "RATCHET_REDIS_URL"
+DEFAULT_REDIS_URL = "redis://127.0.0.1:16379/0"  # conformance.services keeps the same default
+
+_fake_server: fakeredis.FakeServer | None = None
+
+
+def redis_url() -> str:
+    return os.environ.get(REDIS_URL_ENV) or DEFAULT_REDIS_URL
+
+
+def fakeredis_client() -> Redis:
+    """A new client of this process's one ``FakeServer`` (Lua scripts run on lupa)."""
+    global _fake_server
+    if _fake_server is None:
+        _fake_server = fakeredis.FakeServer()
+    client: Redis = fakeredis.FakeAsyncRedis(server=_fake_server)
+    return client
+
+
+def redis_client(url: str | None = None) -> Redis:
+    """A new client of a real server. Connection errors are retried twice, briefly: a retry may
+    re-send a script that already ran, which every script tolerates (see ``_scripts``)."""
+    return Redis.from_url(
+        url or redis_url(),
+        retry=Retry(ExponentialBackoff(cap=0.2, base=0.02), retries=2),
+        socket_connect_timeout=2.0,
+        socket_timeout=10.0,
+    )
+
+
+async def open_fakeredis_store(namespace: str, membership: MembershipDirectory) -> RedisMessageStore:
+    return RedisMessageStore(fakeredis_client(), namespace, membership)
+
+
+async def open_fakeredis_outbox(namespace: str) -> RedisOutbox:
+    return RedisOutbox(fakeredis_client(), namespace)
+
+
+async def open_redis_store(
+    namespace: str, membership: MembershipDirectory, url: str | None = None
+) -> RedisMessageStore:
+    return RedisMessageStore(redis_client(url), namespace, membership)
+
+
+async def open_redis_outbox(namespace: str, url: str | None = None) -> RedisOutbox:
+    return RedisOutbox(redis_client(url), namespace)
+
+
+__all__ = [
+    "DEFAULT_REDIS_URL",
+    "REDIS_URL_ENV",
+    "CommitHashFootprint",
+    "RedisMessageStore",
+    "RedisOutbox",
+    "fakeredis_client",
+    "open_fakeredis_outbox",
+    "open_fakeredis_store",
+    "open_redis_outbox",
+    "open_redis_store",
+    "redis_client",
+    "redis_url",
+]

@@ -1,0 +1,353 @@
+"""The Redis store's hash codec: values of ``model.commit`` to hash fields and back.
+
+Commit hash, current format (field names are one byte to keep the committed form small)::
+
+    s  stage digit: 1 RESERVED, 2 RECORDED, 3 OUTBOXED (absent: the compact COMMITTED form)
+    i  durable request identity (QIMD digest; QIMC only in the legacy format)
+    v  conversation id
+    c  coordinates packed as ``<message_seq>:<conversation_seq>:<accepted_at_ms>``
+    p  publication stream            e  publication entry id        (from OUTBOXED on)
+    r  record without body (JSON)    b  body (raw bytes)
+    d  frozen delivery input (JSON)  t  reserve token              (in flight only)
+
+At COMMITTED the script deletes the key and writes back only ``i v c p e`` (C-PRE-10): with every
+value at most 64 bytes Redis keeps the hash ``listpack``-encoded; a hash that ever held a longer
+value stays ``hashtable`` even after HDEL, so the key is re-created, never trimmed. The stage
+field goes too: only a committed commit is ever compact. ``MEMORY USAGE`` counts the listpack,
+the key name and fixed overhead, so it grows with namespace and id lengths: 216 B on Redis 7.0
+for a 32-character namespace, ids ``t1``/``alice``/``m-1``/``c1`` and the ``outbox`` stream
+(tests/impls/test_redis_store.py prints it; the in-flight hash of the same message is 864 B).
+
+The pre-upgrade full format (``LEGACY_*``), still read: a committed hash holding the whole record
+and the QIMC full identity (C-PRE-07) under long field names. It is never written any more.
+
+Anything that does not decode raises ``MessageStoreError(CORRUPT)``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
+from typing import Any
+
+import attrs
+
+from model.commit import (
+    CommitIntent,
+    CommitKey,
+    CommitStage,
+    CommittedMessage,
+    ConversationId,
+    FrozenDeliveryInput,
+    HistoryEntry,
+    LoadedCommit,
+    LoadedCommitted,
+    LoadedInFlight,
+    MessageContent,
+    MessageCoordinates,
+    MessageRecord,
+    MessageStoreError,
+    MessageType,
+    OutboxPublication,
+    StoreErrorKind,
+    UserId,
+)
+
+# --- current format field names ---
+STAGE = b"s"
+IDENTITY = b"i"
+CONVERSATION = b"v"
+COORDINATES = b"c"
+STREAM = b"p"
+ENTRY_ID = b"e"
+RECORD = b"r"
+BODY = b"b"
+DELIVERY = b"d"
+TOKEN = b"t"
+
+# --- history data hash: one field of each kind per conversation sequence ---
+HISTORY_META = b"m"  # m<seq>: the entry without its body (JSON)
+HISTORY_BODY = b"b"  # b<seq>: the body, raw
+HISTORY_EXPIRY = b"x"  # x<seq>: accepted_at_ms + retention_ms, written at COMMITTED
+
+# --- pre-upgrade full format field names ---
+LEGACY_STAGE = b"stage"
+LEGACY_COMMITTED = b"committed"
+LEGACY_IDENTITY = b"identity"
+LEGACY_CONVERSATION = b"conversation"
+LEGACY_MESSAGE_SEQ = b"message_seq"
+LEGACY_CONVERSATION_SEQ = b"conversation_seq"
+LEGACY_ACCEPTED_AT = b"accepted_at_ms"
+LEGACY_STREAM = b"stream"
+LEGACY_ENTRY_ID = b"entry_id"
+# The legacy hash also held device, message_type, custom_type, body, mentions, reply_to,
+# recipients, membership_version and retention_ms; a committed replay never needs them.
+
+
+def text(value: str) -> bytes:
+    """Caller strings to bytes; never fails, so a malformed value cannot escape as UnicodeError."""
+    return value.encode("utf-8", "surrogatepass")
+
+
+def _str(raw: bytes) -> str:
+    return raw.decode("utf-8", "surrogatepass")
+
+
+@contextmanager
+def decoding(what: str) -> Iterator[None]:
+    """Turn any decoding failure into CORRUPT, without the stored bytes in the detail."""
+    try:
+        yield
+    except MessageStoreError:
+        raise
+    except (ValueError, KeyError, TypeError, IndexError, AttributeError):
+        raise MessageStoreError(StoreErrorKind.CORRUPT, f"stored {what} cannot be decoded") from None
+
+
+def _canonical_json(value: object) -> bytes:
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+
+
+def _typed(value: Any, kind: type) -> Any:
+    if type(value) is not kind:
+        raise TypeError("unexpected type")
+    return value
+
+
+def _optional(value: Any, kind: type) -> Any:
+    return None if value is None else _typed(value, kind)
+
+
+def _strings(value: Any) -> tuple[str, ...]:
+    return tuple(_typed(item, str) for item in _typed(value, list))
+
+
+# --- coordinates and publication -----------------------------------------------------------
+
+
+def coordinates_to_field(coordinates: MessageCoordinates) -> bytes:
+    return f"{coordinates.message_seq}:{coordinates.conversation_seq}:{coordinates.accepted_at_ms}".encode()
+
+
+def coordinates_from_field(raw: bytes) -> MessageCoordinates:
+    with decoding("coordinates"):
+        message_seq, conversation_seq, accepted_at = raw.split(b":")
+        return MessageCoordinates(int(message_seq), int(conversation_seq), int(accepted_at))
+
+
+def publication_to_fields(publication: OutboxPublication) -> tuple[bytes, bytes]:
+    return text(publication.stream), text(publication.entry_id)
+
+
+def publication_from_fields(stream: bytes, entry_id: bytes) -> OutboxPublication:
+    with decoding("publication"):
+        return OutboxPublication(_str(stream), _str(entry_id))
+
+
+# --- record and delivery ---------------------------------------------------------------------
+
+
+def record_to_field(record: MessageRecord) -> bytes:
+    """Everything of the record but the body, which is stored raw beside it."""
+    content = record.content
+    return _canonical_json(
+        {
+            "k": list(record.key.sort_key()),
+            "v": record.conversation,
+            "dv": record.device,
+            "ty": content.message_type.value,
+            "ct": content.custom_type,
+            "mn": list(record.mentions),
+            "rp": record.reply_to,
+        }
+    )
+
+
+def record_from_fields(raw: bytes, body: bytes) -> MessageRecord:
+    with decoding("record"):
+        data = json.loads(raw)
+        tenant, sender, cmid = _strings(data["k"])
+        return MessageRecord(
+            key=CommitKey(tenant, sender, cmid),
+            conversation=_typed(data["v"], str),
+            device=_typed(data["dv"], str),
+            content=MessageContent(MessageType(data["ty"]), bytes(body), _optional(data["ct"], str)),
+            mentions=_strings(data["mn"]),
+            reply_to=_optional(data["rp"], int),
+        )
+
+
+def delivery_to_field(delivery: FrozenDeliveryInput) -> bytes:
+    return _canonical_json(
+        {
+            "v": delivery.conversation,
+            "rc": list(delivery.recipients),
+            "mv": delivery.membership_version,
+            "rt": delivery.retention_ms,
+        }
+    )
+
+
+def delivery_from_field(raw: bytes) -> FrozenDeliveryInput:
+    with decoding("delivery input"):
+        data = json.loads(raw)
+        return FrozenDeliveryInput(
+            conversation=_typed(data["v"], str),
+            recipients=_strings(data["rc"]),
+            membership_version=_typed(data["mv"], int),
+            retention_ms=_typed(data["rt"], int),
+        )
+
+
+def intent_to_hash(intent: CommitIntent, token: bytes) -> dict[bytes, bytes]:
+    """The RESERVED commit hash: the whole intent, so recovery needs nothing else (C-POST-02)."""
+    return {
+        STAGE: b"%d" % CommitStage.RESERVED.value,
+        IDENTITY: intent.identity,
+        CONVERSATION: text(intent.conversation),
+        COORDINATES: coordinates_to_field(intent.coordinates),
+        RECORD: record_to_field(intent.record),
+        BODY: intent.record.content.body,
+        DELIVERY: delivery_to_field(intent.delivery),
+        TOKEN: token,
+    }
+
+
+# --- a stored commit, either format ------------------------------------------------------------
+
+
+@attrs.frozen
+class StoredCommit:
+    """A commit hash decoded: what ``model.commit.CommitEntry`` holds, plus the reserve token."""
+
+    stage: CommitStage
+    identity: bytes
+    conversation: ConversationId
+    coordinates: MessageCoordinates
+    intent: CommitIntent | None  # None at COMMITTED (C-PRE-10)
+    publication: OutboxPublication | None
+    token: bytes | None
+
+    def message(self, key: CommitKey) -> CommittedMessage:
+        if self.publication is None:
+            raise MessageStoreError(StoreErrorKind.CORRUPT, "committed without a publication", key)
+        return CommittedMessage(key, self.conversation, self.coordinates, self.publication)
+
+    def loaded(self, key: CommitKey) -> LoadedCommit:
+        if self.stage is CommitStage.COMMITTED:
+            return LoadedCommitted(self.message(key))
+        assert self.intent is not None  # commit_from_hash guarantees it for in-flight stages
+        return LoadedInFlight(self.intent, self.stage, self.publication)
+
+
+def commit_from_hash(key: CommitKey, fields: Mapping[bytes, bytes]) -> StoredCommit | None:
+    """Decode a commit hash in the current or the legacy format; ``None`` for an absent key."""
+    if not fields:
+        return None
+    if LEGACY_STAGE in fields:
+        return _legacy_from_hash(fields)
+    with decoding("commit"):
+        if STAGE in fields:
+            stage = CommitStage(int(fields[STAGE]))
+            if stage is CommitStage.COMMITTED:
+                raise ValueError("a committed commit is stored in the compact form")
+        elif RECORD in fields:
+            raise ValueError("an in-flight commit without a stage")
+        else:
+            stage = CommitStage.COMMITTED
+        coordinates = coordinates_from_field(fields[COORDINATES])
+        publication = publication_from_fields(fields[STREAM], fields[ENTRY_ID]) if STREAM in fields else None
+        if (publication is None) != (stage.rank < CommitStage.OUTBOXED.rank):
+            raise ValueError("publication and stage disagree")
+        intent = None
+        if stage is not CommitStage.COMMITTED:
+            intent = CommitIntent(
+                key=key,
+                identity=bytes(fields[IDENTITY]),
+                coordinates=coordinates,
+                record=record_from_fields(fields[RECORD], fields[BODY]),
+                delivery=delivery_from_field(fields[DELIVERY]),
+            )
+        return StoredCommit(
+            stage=stage,
+            identity=bytes(fields[IDENTITY]),
+            conversation=_str(fields[CONVERSATION]),
+            coordinates=coordinates,
+            intent=intent,
+            publication=publication,
+            token=fields.get(TOKEN),
+        )
+
+
+def _legacy_from_hash(fields: Mapping[bytes, bytes]) -> StoredCommit:
+    with decoding("legacy commit"):
+        if fields[LEGACY_STAGE] != LEGACY_COMMITTED:
+            raise ValueError("the legacy format only ever held committed messages")
+        return StoredCommit(
+            stage=CommitStage.COMMITTED,
+            identity=bytes(fields[LEGACY_IDENTITY]),
+            conversation=_str(fields[LEGACY_CONVERSATION]),
+            coordinates=MessageCoordinates(
+                int(fields[LEGACY_MESSAGE_SEQ]),
+                int(fields[LEGACY_CONVERSATION_SEQ]),
+                int(fields[LEGACY_ACCEPTED_AT]),
+            ),
+            intent=None,
+            publication=publication_from_fields(fields[LEGACY_STREAM], fields[LEGACY_ENTRY_ID]),
+            token=None,
+        )
+
+
+def hash_from_reply(flat: list[Any]) -> dict[bytes, bytes]:
+    """An HGETALL reply as a flat list (as scripts return it) to a mapping."""
+    with decoding("commit"):
+        if len(flat) % 2:
+            raise ValueError("odd field list")
+        return {bytes(flat[n]): bytes(flat[n + 1]) for n in range(0, len(flat), 2)}
+
+
+# --- history ------------------------------------------------------------------------------
+
+
+def history_meta_to_field(intent: CommitIntent) -> bytes:
+    """The history entry of ``intent`` except its body (stored raw as ``b<seq>``)."""
+    content = intent.record.content
+    return _canonical_json(
+        {
+            "c": coordinates_to_field(intent.coordinates).decode(),
+            "s": intent.key.sender,
+            "ty": content.message_type.value,
+            "ct": content.custom_type,
+            "rp": intent.record.reply_to,
+        }
+    )
+
+
+def history_entry_from_fields(meta: bytes, body: bytes) -> HistoryEntry:
+    with decoding("history entry"):
+        data = json.loads(meta)
+        return HistoryEntry(
+            coordinates=coordinates_from_field(_typed(data["c"], str).encode()),
+            sender=_typed(data["s"], str),
+            message_type=MessageType(data["ty"]),
+            custom_type=_optional(data["ct"], str),
+            body=bytes(body),
+            reply_to=_optional(data["rp"], int),
+        )
+
+
+# --- outbox ---------------------------------------------------------------------------------
+
+
+def outbox_event_fields(intent: CommitIntent) -> list[bytes]:
+    """The stream entry a publication appends: what delivery needs, as field/value pairs."""
+    recipients: list[UserId] = list(intent.delivery.recipients)
+    return [
+        b"key", _canonical_json(list(intent.key.sort_key())),
+        b"conversation", text(intent.conversation),
+        b"coordinates", coordinates_to_field(intent.coordinates),
+        b"recipients", _canonical_json(recipients),
+        b"record", record_to_field(intent.record),
+        b"body", intent.record.content.body,
+    ]  # fmt: skip

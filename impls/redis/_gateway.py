@@ -1,0 +1,89 @@
+"""The door between the Redis adapter and redis-py: every server round trip passes through here.
+
+Two jobs, each done in exactly one place:
+
+* error translation (C-ERR-01): redis-py, socket and event-loop failures become
+  ``MessageStoreError`` with a detail of our own; no server text, key or script leaves;
+* counting round trips, so the benchmark and the tests can say how many each store call costs.
+
+Scripts run as EVALSHA; when the server does not know the script (first use, a restart, SCRIPT
+FLUSH) the same call falls back to EVAL, which also caches it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import redis.exceptions
+from redis.asyncio import Redis
+
+from impls.redis._scripts import Script
+from model.commit import CommitKey, MessageStoreError, StoreErrorKind
+
+Arg = bytes | str | int
+
+
+@contextmanager
+def _door(key: CommitKey | None) -> Iterator[None]:
+    try:
+        yield
+    except MessageStoreError:
+        raise
+    except redis.exceptions.ResponseError as exc:
+        # A key of the wrong type is stored data we cannot read; any other error reply (OOM,
+        # BUSY, READONLY, a script error) is the server refusing the call right now.
+        if str(exc).startswith("WRONGTYPE"):
+            raise MessageStoreError(
+                StoreErrorKind.CORRUPT, "stored data has an unexpected shape", key
+            ) from None
+        raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the server refused the call", key) from None
+    except Exception:
+        # Connection refused or reset, timeouts, protocol errors, a closed client: the call may or
+        # may not have applied, which is what UNAVAILABLE says.
+        raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the server did not answer", key) from None
+
+
+class Gateway:
+    """One redis-py client, its round-trip counter and its error door."""
+
+    def __init__(self, client: Redis) -> None:
+        self._client = client
+        self._closed = False
+        self.round_trips = 0
+
+    def _check_open(self, key: CommitKey | None) -> None:
+        if self._closed:
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the store is closed", key)
+
+    async def run(
+        self, script: Script, keys: Sequence[bytes], args: Sequence[Arg], key: CommitKey | None = None
+    ) -> Any:
+        """Run ``script`` once on the server (one round trip, two if the script was not cached)."""
+        self._check_open(key)
+        with _door(key):
+            try:
+                self.round_trips += 1
+                return await self._execute("EVALSHA", script.sha, len(keys), *keys, *args)
+            except redis.exceptions.NoScriptError:
+                self.round_trips += 1
+                return await self._execute("EVAL", script.source, len(keys), *keys, *args)
+
+    async def command(self, *args: Arg, key: CommitKey | None = None) -> Any:
+        """One plain command, one round trip."""
+        self._check_open(key)
+        with _door(key):
+            self.round_trips += 1
+            return await self._execute(*args)
+
+    async def _execute(self, *args: Arg) -> Any:
+        # redis-py leaves execute_command unannotated; this is its one typed call site.
+        return await self._client.execute_command(*args)  # type: ignore[no-untyped-call]
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        with _door(None):
+            await self._client.aclose()

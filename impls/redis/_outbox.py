@@ -1,0 +1,56 @@
+"""``RedisOutbox``: publications are entries of one Redis Stream per namespace.
+
+``publish`` is one script: if the dedupe hash already names an entry for this commit key it is
+returned, otherwise XADD appends the event and the entry id is recorded in the same atomic step.
+So a committer that dies at M-COMMIT-04 and publishes again gets the same ``OutboxPublication``,
+and two different publications can never both look committed (C-POST-07).
+"""
+
+from __future__ import annotations
+
+from redis.asyncio import Redis
+
+from impls.redis import _codec, _scripts
+from impls.redis._gateway import Gateway
+from impls.redis._keys import Keys, member, valid_namespace
+from model.commit import CommitIntent, MessageStoreError, OutboxPublication, StoreErrorKind
+
+
+class RedisOutbox:
+    """An ``impls.api.Outbox`` on a Redis Stream; errors leave as ``MessageStoreError``."""
+
+    def __init__(self, client: Redis, namespace: str) -> None:
+        if not valid_namespace(namespace):
+            raise MessageStoreError(
+                StoreErrorKind.INVALID_ARGUMENT, "namespace must be printable and free of braces"
+            )
+        # The logical name publications carry. It names the stream within the namespace, so it
+        # stays short: every committed commit hash stores it (see _codec on the compact form).
+        self.stream = "outbox"
+        self._keys = Keys(namespace)
+        self._gateway = Gateway(client)
+
+    @property
+    def round_trips(self) -> int:
+        return self._gateway.round_trips
+
+    async def publish(self, intent: CommitIntent) -> OutboxPublication:
+        key = intent.key
+        reply = await self._gateway.run(
+            _scripts.PUBLISH,
+            [self._keys.outbox_dedupe, self._keys.outbox_stream],
+            [member(key), *_codec.outbox_event_fields(intent)],
+            key,
+        )
+        if isinstance(reply, list) and len(reply) == 2 and reply[0] == b"ok" and isinstance(reply[1], bytes):
+            return OutboxPublication(self.stream, reply[1].decode())
+        raise MessageStoreError(StoreErrorKind.CORRUPT, "the outbox holds data of an unexpected shape", key)
+
+    async def readiness(self) -> None:
+        """A PING round trip on every call."""
+        pong = await self._gateway.command("PING")
+        if pong is not True and pong not in (b"PONG", "PONG"):
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the server answered PING unexpectedly")
+
+    async def close(self) -> None:
+        await self._gateway.close()

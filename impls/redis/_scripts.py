@@ -1,0 +1,312 @@
+"""The Redis store's server-side scripts: one script per store call.
+
+Rules every write script follows (Redis runs a script atomically but does not roll one back):
+
+* every check comes before the first write, including the shape (TYPE) of each key written, so a
+  script either changes nothing or does its whole transition;
+* contract outcomes come back as a status array (``{'ok', ...}``, ``{'not-found'}``, ...), which
+  the adapter maps to values and ``MessageStoreError`` kinds; error replies mean server trouble;
+* running a script again after it applied converges to the same result: redis-py re-sends a
+  command after a connection error, so a lost reply can run a script twice. ``reserve`` finds its
+  own reserve token, the transitions find the stage already reached, ``publish`` its entry id.
+
+Field names are substituted from ``_codec`` into the Lua table ``F``; key names arrive as KEYS.
+"""
+
+from __future__ import annotations
+
+import hashlib
+
+import attrs
+
+from impls.redis import _codec
+
+
+@attrs.frozen
+class Script:
+    name: str
+    source: bytes
+    sha: str = attrs.field(init=False)
+
+    @sha.default
+    def _sha(self) -> str:
+        return hashlib.sha1(self.source).hexdigest()
+
+
+_FIELDS = {
+    "stage": _codec.STAGE,
+    "identity": _codec.IDENTITY,
+    "conversation": _codec.CONVERSATION,
+    "coordinates": _codec.COORDINATES,
+    "stream": _codec.STREAM,
+    "entry": _codec.ENTRY_ID,
+    "record": _codec.RECORD,
+    "body": _codec.BODY,
+    "delivery": _codec.DELIVERY,
+    "token": _codec.TOKEN,
+    "legacy_stage": _codec.LEGACY_STAGE,
+    "legacy_committed": _codec.LEGACY_COMMITTED,
+    "legacy_identity": _codec.LEGACY_IDENTITY,
+    "legacy_conversation": _codec.LEGACY_CONVERSATION,
+    "legacy_message_seq": _codec.LEGACY_MESSAGE_SEQ,
+    "legacy_conversation_seq": _codec.LEGACY_CONVERSATION_SEQ,
+    "legacy_accepted_at": _codec.LEGACY_ACCEPTED_AT,
+    "legacy_stream": _codec.LEGACY_STREAM,
+    "legacy_entry_id": _codec.LEGACY_ENTRY_ID,
+    "history_meta": _codec.HISTORY_META,
+    "history_body": _codec.HISTORY_BODY,
+    "history_expiry": _codec.HISTORY_EXPIRY,
+}
+
+_PRELUDE = """
+local F = {%s}
+
+-- Whether KEY is absent or holds WANT; checked before writing so no write can fail half-way.
+local function shape(key, want)
+  local t = redis.call('TYPE', key)['ok']
+  return t == 'none' or t == want
+end
+
+-- A commit hash in either format, as one table; nil when absent, false when unreadable.
+local function view(key)
+  if not shape(key, 'hash') then return false end
+  local flat = redis.call('HGETALL', key)
+  if #flat == 0 then return nil end
+  local f = {}
+  for n = 1, #flat, 2 do f[flat[n]] = flat[n + 1] end
+  local v
+  if f[F.legacy_stage] then
+    if f[F.legacy_stage] ~= F.legacy_committed then return false end
+    local m, c, a = f[F.legacy_message_seq], f[F.legacy_conversation_seq], f[F.legacy_accepted_at]
+    if not (m and c and a) then return false end
+    v = {stage = '4', identity = f[F.legacy_identity], conversation = f[F.legacy_conversation],
+         coordinates = m .. ':' .. c .. ':' .. a,
+         stream = f[F.legacy_stream], entry = f[F.legacy_entry_id]}
+  else
+    -- In flight the stage is a field; the compact committed form is the only one without it.
+    local stage = f[F.stage]
+    if stage == nil and f[F.record] == nil then stage = '4' end
+    v = {stage = stage, identity = f[F.identity], conversation = f[F.conversation],
+         coordinates = f[F.coordinates], stream = f[F.stream], entry = f[F.entry],
+         record = f[F.record], body = f[F.body], delivery = f[F.delivery]}
+  end
+  local s = v.stage
+  if not (s == '1' or s == '2' or s == '3' or s == '4') then return false end
+  if f[F.stage] == '4' then return false end
+  if not (v.identity and v.conversation and v.coordinates) then return false end
+  if s ~= '4' and not (v.record and v.body and v.delivery) then return false end
+  if (s == '3' or s == '4') ~= (v.stream ~= nil and v.entry ~= nil) then return false end
+  return v
+end
+"""
+
+
+def _script(name: str, body: str) -> Script:
+    fields = ", ".join(f"{lua} = '{raw.decode()}'" for lua, raw in _FIELDS.items())
+    return Script(name, ((_PRELUDE % fields) + body).encode())
+
+
+RESERVE = _script(
+    "reserve",
+    """
+-- KEYS: commit, tenant counter, conversation counter, recovery index
+-- ARGV: identity, conversation, record, body, delivery, token, accepted_at_ms, member
+if not shape(KEYS[1], 'hash') then return {'corrupt'} end
+local existing = redis.call('HGETALL', KEYS[1])
+if #existing > 0 then
+  -- The adapter judges identity and stage; a repeat writes nothing (C-POST-01).
+  table.insert(existing, 1, 'exists')
+  return existing
+end
+if not (shape(KEYS[2], 'string') and shape(KEYS[3], 'string') and shape(KEYS[4], 'zset')) then
+  return {'corrupt'}
+end
+local function counter_ok(key)
+  local n = redis.call('GET', key)
+  return (not n) or (string.match(n, '^%d+$') ~= nil and #n < 16)
+end
+if not (counter_ok(KEYS[2]) and counter_ok(KEYS[3])) then return {'corrupt'} end
+local score = tonumber(ARGV[7])
+if not score or score ~= score or score == math.huge or score == -math.huge then
+  return {'bad-timestamp'}
+end
+local ms = redis.call('INCR', KEYS[2])
+local cs = redis.call('INCR', KEYS[3])
+local coordinates = string.format('%d:%d:', ms, cs) .. ARGV[7]
+redis.call('HSET', KEYS[1], F.stage, '1', F.identity, ARGV[1], F.conversation, ARGV[2],
+           F.coordinates, coordinates, F.record, ARGV[3], F.body, ARGV[4], F.delivery, ARGV[5],
+           F.token, ARGV[6])
+redis.call('ZADD', KEYS[4], ARGV[7], ARGV[8])
+return {'created', coordinates}
+""",
+)
+
+TRANSITION = _script(
+    "transition",
+    """
+-- KEYS: commit, recovery index, history index, history data
+-- ARGV: operation, identity, coordinates, conversation, record, body, delivery,
+--       has publication ('1'/'0'), stream, entry id, member, conversation seq,
+--       history meta, history expiry (accepted_at_ms + retention_ms)
+-- C-POST-03..05: what each operation does from each stage. '=' converges; 'record' and
+-- 'publication' name the missing evidence; a digit is the stage to advance to.
+local MOVES = {
+  put_record = {['1'] = '2', ['2'] = '=', ['3'] = '=', ['4'] = '='},
+  mark_outbox_published = {['1'] = 'record', ['2'] = '3', ['3'] = '=', ['4'] = '='},
+  mark_published_and_committed = {['1'] = 'record', ['2'] = '4', ['3'] = '4', ['4'] = '='},
+  mark_committed = {['1'] = 'record', ['2'] = 'publication', ['3'] = '4', ['4'] = '='},
+}
+local moves = MOVES[ARGV[1]]
+if not moves then return {'bad-operation'} end
+local v = view(KEYS[1])
+if v == nil then return {'not-found'} end
+if v == false then return {'corrupt'} end
+if v.identity ~= ARGV[2] or v.coordinates ~= ARGV[3] or v.conversation ~= ARGV[4] then
+  return {'intent-mismatch'}
+end
+if v.stage ~= '4' and (v.record ~= ARGV[5] or v.body ~= ARGV[6] or v.delivery ~= ARGV[7]) then
+  return {'intent-mismatch'}
+end
+if ARGV[8] == '1' and v.stream and (v.stream ~= ARGV[9] or v.entry ~= ARGV[10]) then
+  return {'publication-mismatch'}
+end
+local move = moves[v.stage]
+if move == 'record' or move == 'publication' then return {'missing-evidence', move} end
+if move == '=' then
+  if v.stream then return {'ok', v.stage, v.stream, v.entry} end
+  return {'ok', v.stage}
+end
+local seq = ARGV[12]
+if move == '2' then
+  if not (shape(KEYS[3], 'zset') and shape(KEYS[4], 'hash')) then return {'corrupt'} end
+  redis.call('ZADD', KEYS[3], seq, seq)
+  redis.call('HSET', KEYS[4], F.history_meta .. seq, ARGV[13], F.history_body .. seq, ARGV[6])
+  redis.call('HSET', KEYS[1], F.stage, '2')
+  return {'ok', '2'}
+end
+if move == '3' then
+  redis.call('HSET', KEYS[1], F.stage, '3', F.stream, ARGV[9], F.entry, ARGV[10])
+  return {'ok', '3', ARGV[9], ARGV[10]}
+end
+-- COMMITTED: re-create the hash with only the compact fields (HDEL would leave a hashtable);
+-- no stage field: the compact form means COMMITTED.
+if not (shape(KEYS[2], 'zset') and shape(KEYS[4], 'hash')) then return {'corrupt'} end
+local stream, entry = v.stream or ARGV[9], v.entry or ARGV[10]
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], F.identity, v.identity, F.conversation, v.conversation,
+           F.coordinates, v.coordinates, F.stream, stream, F.entry, entry)
+redis.call('ZREM', KEYS[2], ARGV[11])
+redis.call('HSET', KEYS[4], F.history_expiry .. seq, ARGV[14])
+return {'ok', '4', stream, entry}
+""",
+)
+
+SCAN_RECOVERABLE = _script(
+    "scan_recoverable_commits",
+    """
+-- KEYS: recovery index. ARGV: older_than (exclusive), max_items, commit key prefix.
+-- The commit hashes read here are named from the members, not declared in KEYS; they share the
+-- namespace's hash tag, so on a cluster they are in the declared key's slot.
+-- Equal scores sort by member bytes, and members are tenant\\0sender\\0cmid: the contract's order.
+if not shape(KEYS[1], 'zset') then return {'corrupt'} end
+local due = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+local out = {'ok'}
+for _, member in ipairs(due) do
+  local key = ARGV[3] .. member
+  if not shape(key, 'hash') then return {'corrupt'} end
+  local flat = redis.call('HGETALL', key)
+  out[#out + 1] = member
+  out[#out + 1] = #flat
+  for _, x in ipairs(flat) do out[#out + 1] = x end
+end
+return out
+""",
+)
+
+HISTORY_PAGE = _script(
+    "history_page",
+    """
+-- KEYS: history index, history data, conversation counter
+-- ARGV: direction ('before'/'after'), anchor ('' = none), limit, max_bytes, as_of_ms
+-- Reply: {'ok', available_through, available_from ('' = none), has_more, meta1, body1, ...}
+
+-- Exact comparison of canonical decimal integers (expiry vs as_of may exceed 2^53).
+local function icmp(a, b)
+  local na, nb = string.sub(a, 1, 1) == '-', string.sub(b, 1, 1) == '-'
+  if na ~= nb then return na and -1 or 1 end
+  local r
+  if #a ~= #b then r = (#a < #b) and -1 or 1
+  elseif a == b then r = 0
+  else r = (a < b) and -1 or 1 end
+  return na and -r or r
+end
+if not (shape(KEYS[1], 'zset') and shape(KEYS[2], 'hash') and shape(KEYS[3], 'string')) then
+  return {'corrupt'}
+end
+local as_of = ARGV[5]
+local function live(seq)
+  local expiry = redis.call('HGET', KEYS[2], F.history_expiry .. seq)
+  return (not expiry) or icmp(expiry, as_of) > 0
+end
+local BATCH = 128
+local through = redis.call('GET', KEYS[3]) or '0'
+
+local from = ''
+local cursor = '-inf'
+while from == '' do
+  local batch = redis.call('ZRANGEBYSCORE', KEYS[1], cursor, '+inf', 'LIMIT', 0, BATCH)
+  if #batch == 0 then break end
+  for _, seq in ipairs(batch) do
+    if live(seq) then from = seq break end
+  end
+  cursor = '(' .. batch[#batch]
+end
+
+local before = ARGV[1] == 'before'
+local limit, max_bytes = tonumber(ARGV[3]), tonumber(ARGV[4])
+local bound
+if ARGV[2] == '' then bound = before and '+inf' or '-inf' else bound = '(' .. ARGV[2] end
+local out = {'ok', through, from, 0}
+local taken, spent = 0, 0
+while true do
+  local batch
+  if before then
+    batch = redis.call('ZREVRANGEBYSCORE', KEYS[1], bound, '-inf', 'LIMIT', 0, BATCH)
+  else
+    batch = redis.call('ZRANGEBYSCORE', KEYS[1], bound, '+inf', 'LIMIT', 0, BATCH)
+  end
+  if #batch == 0 then break end
+  for _, seq in ipairs(batch) do
+    if live(seq) then
+      if taken == limit then out[4] = 1 break end
+      local got = redis.call('HMGET', KEYS[2], F.history_meta .. seq, F.history_body .. seq)
+      if not (got[1] and got[2]) then return {'corrupt'} end
+      -- The first entry always fits, so paging by anchor always moves on (C-POST-11).
+      if taken > 0 and spent + #got[2] > max_bytes then out[4] = 1 break end
+      out[#out + 1] = got[1]
+      out[#out + 1] = got[2]
+      taken = taken + 1
+      spent = spent + #got[2]
+    end
+  end
+  if out[4] == 1 then break end
+  bound = '(' .. batch[#batch]
+end
+return out
+""",
+)
+
+PUBLISH = _script(
+    "publish",
+    """
+-- KEYS: outbox dedupe hash, outbox stream. ARGV: member, then the event's field/value pairs.
+-- One entry per commit key: a second publish (a retry, or a resume after M-COMMIT-04) returns
+-- the first entry id instead of appending another.
+if not (shape(KEYS[1], 'hash') and shape(KEYS[2], 'stream')) then return {'corrupt'} end
+local id = redis.call('HGET', KEYS[1], ARGV[1])
+if id then return {'ok', id} end
+id = redis.call('XADD', KEYS[2], '*', unpack(ARGV, 2))
+redis.call('HSET', KEYS[1], ARGV[1], id)
+return {'ok', id}
+""",
+)

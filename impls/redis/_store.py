@@ -1,0 +1,397 @@
+"""``RedisMessageStore``: the commit contract on redis.asyncio, one server-side script per call.
+
+Each transition is one Lua script (``_scripts``): all checks first, then every write, so a call
+either applies whole or not at all, and Recorded + publication -> Committed is one atomic step
+(C-POST-05). Reads are one round trip each: ``load_commit*`` a single HGETALL, the history page
+and the recovery scan a script. Key names are in ``_keys``, the hash layout in ``_codec``, and
+every redis-py call goes through ``_gateway`` (error translation, round-trip count).
+"""
+
+from __future__ import annotations
+
+import secrets
+from typing import Any
+
+import attrs
+from redis.asyncio import Redis
+
+from impls.api import MembershipDirectory
+from impls.redis import _codec, _scripts
+from impls.redis._gateway import Gateway
+from impls.redis._keys import Keys, addressable, key_of_member, member, valid_namespace
+from model.commit import (
+    MAX_SCAN_ITEMS,
+    AuthenticatedSend,
+    CommitIntent,
+    CommitKey,
+    CommitStage,
+    CommittedMessage,
+    ConversationId,
+    FrozenDeliveryInput,
+    HistoryPage,
+    HistoryQuery,
+    LoadedCommit,
+    MessageRecord,
+    MessageStoreError,
+    OutboxPublication,
+    ReserveCandidate,
+    ReserveCommitted,
+    ReserveCreated,
+    ReserveInFlight,
+    ReserveResult,
+    StoreCapabilities,
+    StoreErrorKind,
+    TimestampMillis,
+    UserId,
+    delivery_problem,
+    history_query_problem,
+    identity_matches,
+    is_valid_client_message_id,
+    reserve_identity_digest,
+    send_problem,
+)
+
+_CAPABILITIES = StoreCapabilities(atomic_publish_and_commit=True)
+
+# Script status -> what the contract calls it (C-ERR-01).
+_REFUSALS = {
+    b"not-found": (StoreErrorKind.NOT_FOUND, "no commit under this key"),
+    b"intent-mismatch": (StoreErrorKind.INTENT_MISMATCH, "intent differs from the reserved one"),
+    b"publication-mismatch": (
+        StoreErrorKind.PUBLICATION_MISMATCH,
+        "a different publication is already durable",
+    ),
+    b"corrupt": (StoreErrorKind.CORRUPT, "stored data has an unexpected shape"),
+    b"bad-timestamp": (StoreErrorKind.INVALID_ARGUMENT, "accepted_at_ms is out of range"),
+}
+_MISSING = {b"record": "no durable record yet", b"publication": "no durable outbox publication yet"}
+
+
+@attrs.frozen
+class CommitHashFootprint:
+    """What a commit hash costs on the server (for the benchmark and the compact-format test)."""
+
+    encoding: str  # OBJECT ENCODING: "listpack" or "hashtable"
+    memory_usage: int  # MEMORY USAGE in bytes, key name included
+    fields: int
+
+
+def _fail(kind: StoreErrorKind, detail: str, key: CommitKey | None = None) -> MessageStoreError:
+    return MessageStoreError(kind, detail, key)
+
+
+def _request_problem(request: AuthenticatedSend) -> str | None:
+    if not is_valid_client_message_id(request.client_message_id):
+        return "client message id is not valid"
+    return send_problem(request)
+
+
+def _status(reply: Any, key: CommitKey | None) -> tuple[bytes, list[Any]]:
+    if not isinstance(reply, list) or not reply or not isinstance(reply[0], bytes):
+        raise _fail(StoreErrorKind.CORRUPT, "the server answered with an unexpected shape", key)
+    return reply[0], reply[1:]
+
+
+def _refusal(status: bytes, rest: list[Any], key: CommitKey | None) -> MessageStoreError:
+    if status == b"missing-evidence" and rest and rest[0] in _MISSING:
+        return _fail(StoreErrorKind.MISSING_EVIDENCE, _MISSING[rest[0]], key)
+    kind, detail = _REFUSALS.get(status, (StoreErrorKind.CORRUPT, "the server answered unexpectedly"))
+    return _fail(kind, detail, key)
+
+
+class RedisMessageStore:
+    """An ``impls.api.MessageStore`` on one Redis (or fakeredis) server, inside one namespace."""
+
+    def __init__(self, client: Redis, namespace: str, membership: MembershipDirectory) -> None:
+        if not valid_namespace(namespace):
+            raise _fail(StoreErrorKind.INVALID_ARGUMENT, "namespace must be printable and free of braces")
+        self.namespace = namespace
+        self._gateway = Gateway(client)
+        self._keys = Keys(namespace)
+        self._membership = membership
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        return _CAPABILITIES
+
+    @property
+    def round_trips(self) -> int:
+        """Server round trips this store has made so far; diff it around a call to count one."""
+        return self._gateway.round_trips
+
+    # --- reserve ----------------------------------------------------------------------------
+
+    async def reserve(
+        self,
+        request: AuthenticatedSend,
+        delivery: FrozenDeliveryInput,
+        candidate: ReserveCandidate,
+    ) -> ReserveResult:
+        """C-POST-01, C-POST-02, C-PRE-02, C-PRE-03, C-ERR-04: one script, one allocation per key.
+
+        The reserve token written with a new commit lets a re-sent script recognise its own
+        reservation and still answer ``ReserveCreated``.
+        """
+        key = request.commit_key
+        problem = _request_problem(request) or delivery_problem(request, delivery)
+        if problem is None and candidate.record != MessageRecord.from_send(request):
+            problem = "candidate record is not the canonical record of the request"
+        if problem is not None:
+            raise _fail(StoreErrorKind.INVALID_ARGUMENT, problem, key)
+        identity = reserve_identity_digest(request)
+        token = secrets.token_bytes(8)
+        reply = await self._gateway.run(
+            _scripts.RESERVE,
+            [
+                self._keys.commit(key),
+                self._keys.message_seq(request.tenant),
+                self._keys.conversation_seq(request.tenant, request.conversation),
+                self._keys.recovery,
+            ],
+            [
+                identity,
+                _codec.text(request.conversation),
+                _codec.record_to_field(candidate.record),
+                candidate.record.content.body,
+                _codec.delivery_to_field(delivery),
+                token,
+                str(candidate.accepted_at_ms),
+                member(key),
+            ],
+            key,
+        )
+        status, rest = _status(reply, key)
+        if status == b"created" and len(rest) == 1:
+            return ReserveCreated(
+                CommitIntent(
+                    key=key,
+                    identity=identity,
+                    coordinates=_codec.coordinates_from_field(rest[0]),
+                    record=candidate.record,
+                    delivery=delivery,
+                )
+            )
+        if status != b"exists":
+            raise _refusal(status, rest, key)
+        stored = _codec.commit_from_hash(key, _codec.hash_from_reply(rest))
+        if stored is None:
+            raise _fail(StoreErrorKind.CORRUPT, "the server answered unexpectedly", key)
+        if not identity_matches(stored.identity, request):
+            raise _fail(StoreErrorKind.IDENTITY_CONFLICT, "another request owns this key", key)
+        if stored.stage is CommitStage.COMMITTED:
+            return ReserveCommitted(stored.message(key))
+        assert stored.intent is not None
+        if stored.token == token and stored.stage is CommitStage.RESERVED:
+            return ReserveCreated(stored.intent)  # our own reservation, seen again after a re-send
+        return ReserveInFlight(stored.intent, stored.stage, stored.publication)
+
+    # --- the stage transitions ----------------------------------------------------------------
+
+    async def _transition(
+        self, operation: bytes, intent: CommitIntent, publication: OutboxPublication | None
+    ) -> tuple[CommitStage, OutboxPublication | None]:
+        """Run the transition script; returns the stage reached and the durable publication."""
+        key = intent.key
+        if not addressable(key):  # never reserved, so absent
+            raise _fail(StoreErrorKind.NOT_FOUND, "no commit under this key", key)
+        stream, entry_id = (b"", b"") if publication is None else _codec.publication_to_fields(publication)
+        coordinates = intent.coordinates
+        reply = await self._gateway.run(
+            _scripts.TRANSITION,
+            [
+                self._keys.commit(key),
+                self._keys.recovery,
+                self._keys.history_index(key.tenant, intent.conversation),
+                self._keys.history_data(key.tenant, intent.conversation),
+            ],
+            [
+                operation,
+                intent.identity,
+                _codec.coordinates_to_field(coordinates),
+                _codec.text(intent.conversation),
+                _codec.record_to_field(intent.record),
+                intent.record.content.body,
+                _codec.delivery_to_field(intent.delivery),
+                b"0" if publication is None else b"1",
+                stream,
+                entry_id,
+                member(key),
+                str(coordinates.conversation_seq),
+                _codec.history_meta_to_field(intent),
+                str(coordinates.accepted_at_ms + intent.delivery.retention_ms),
+            ],
+            key,
+        )
+        status, rest = _status(reply, key)
+        if status != b"ok":
+            raise _refusal(status, rest, key)
+        with _codec.decoding("commit"):
+            stage = CommitStage(int(rest[0]))
+            durable = None if len(rest) < 3 else _codec.publication_from_fields(rest[1], rest[2])
+        return stage, durable
+
+    def _committed(
+        self, intent: CommitIntent, reached: tuple[CommitStage, OutboxPublication | None]
+    ) -> CommittedMessage:
+        stage, publication = reached
+        if stage is not CommitStage.COMMITTED or publication is None:
+            raise _fail(StoreErrorKind.CORRUPT, "the server answered unexpectedly", intent.key)
+        return CommittedMessage(intent.key, intent.conversation, intent.coordinates, publication)
+
+    async def put_record(self, intent: CommitIntent) -> None:
+        """C-PRE-04, C-POST-03: RESERVED -> RECORDED plus the history entry; retries converge."""
+        await self._transition(b"put_record", intent, None)
+
+    async def mark_outbox_published(self, intent: CommitIntent, publication: OutboxPublication) -> None:
+        """C-POST-03: RECORDED -> OUTBOXED; the same publication again converges."""
+        await self._transition(b"mark_outbox_published", intent, publication)
+
+    async def mark_published_and_committed(
+        self, intent: CommitIntent, publication: OutboxPublication
+    ) -> CommittedMessage:
+        """C-POST-04, C-POST-05: Recorded/Outboxed + publication -> Committed in one script."""
+        reached = await self._transition(b"mark_published_and_committed", intent, publication)
+        return self._committed(intent, reached)
+
+    async def mark_committed(self, intent: CommitIntent) -> CommittedMessage:
+        """C-POST-03: OUTBOXED -> COMMITTED; refused without record and publication evidence."""
+        reached = await self._transition(b"mark_committed", intent, None)
+        return self._committed(intent, reached)
+
+    # --- reads ------------------------------------------------------------------------------
+
+    async def _load(self, key: CommitKey) -> _codec.StoredCommit | None:
+        if not addressable(key):
+            return None
+        fields = await self._gateway.command("HGETALL", self._keys.commit(key), key=key)
+        if not isinstance(fields, dict):
+            raise _fail(StoreErrorKind.CORRUPT, "the server answered with an unexpected shape", key)
+        return _codec.commit_from_hash(key, fields)
+
+    async def load_commit(self, key: CommitKey, conversation_id: ConversationId) -> LoadedCommit | None:
+        """C-PRE-09: one HGETALL; either format; another conversation's key conflicts."""
+        stored = await self._load(key)
+        if stored is None:
+            return None
+        if stored.conversation != conversation_id:
+            raise _fail(StoreErrorKind.IDENTITY_CONFLICT, "key belongs to another conversation", key)
+        return stored.loaded(key)
+
+    async def load_commit_for_request(self, request: AuthenticatedSend) -> LoadedCommit | None:
+        """C-PRE-03, C-PRE-07, C-PRE-09: QIMD digests compare by digest, legacy QIMC byte for byte."""
+        key = request.commit_key
+        problem = _request_problem(request)
+        if problem is not None:
+            raise _fail(StoreErrorKind.INVALID_ARGUMENT, problem, key)
+        stored = await self._load(key)
+        if stored is None:
+            return None
+        if not identity_matches(stored.identity, request):
+            raise _fail(StoreErrorKind.IDENTITY_CONFLICT, "another request owns this key", key)
+        return stored.loaded(key)
+
+    async def scan_recoverable_commits(
+        self, older_than: TimestampMillis, max_items: int
+    ) -> list[CommitIntent]:
+        """C-POST-02: one script over the recovery index, ordered by (accepted_at_ms, key)."""
+        if not 1 <= max_items <= MAX_SCAN_ITEMS:
+            raise _fail(StoreErrorKind.INVALID_ARGUMENT, f"max_items must be 1..{MAX_SCAN_ITEMS}")
+        reply = await self._gateway.run(
+            _scripts.SCAN_RECOVERABLE,
+            [self._keys.recovery],
+            [str(older_than), max_items, self._keys.commit_prefix],
+        )
+        status, rest = _status(reply, None)
+        if status != b"ok":
+            raise _refusal(status, rest, None)
+        intents: list[CommitIntent] = []
+        with _codec.decoding("recovery index"):
+            at = 0
+            while at < len(rest):
+                key = key_of_member(rest[at])
+                count = int(rest[at + 1])
+                stored = _codec.commit_from_hash(key, _codec.hash_from_reply(rest[at + 2 : at + 2 + count]))
+                at += 2 + count
+                if stored is None or stored.intent is None:
+                    raise ValueError("a recovery candidate without an in-flight commit")
+                intents.append(stored.intent)
+        return intents
+
+    async def history_page(self, query: HistoryQuery) -> HistoryPage:
+        """C-PRE-05, C-POST-11: authorize in-process, then one script reads the page."""
+        problem = history_query_problem(query)
+        if problem is not None:
+            raise _fail(StoreErrorKind.INVALID_ARGUMENT, problem)
+        members = await _members(self._membership, query)
+        if query.actor not in members:
+            raise _fail(StoreErrorKind.NOT_A_MEMBER, "actor is not a member of the conversation")
+        reply = await self._gateway.run(
+            _scripts.HISTORY_PAGE,
+            [
+                self._keys.history_index(query.tenant, query.conversation),
+                self._keys.history_data(query.tenant, query.conversation),
+                self._keys.conversation_seq(query.tenant, query.conversation),
+            ],
+            [
+                query.direction.value,
+                "" if query.anchor is None else str(query.anchor),
+                query.limit,
+                query.max_bytes,
+                str(query.as_of_ms),
+            ],
+        )
+        status, rest = _status(reply, None)
+        if status != b"ok":
+            raise _refusal(status, rest, None)
+        with _codec.decoding("history page"):
+            through, available_from, has_more, *flat = rest
+            if len(flat) % 2:
+                raise ValueError("odd entry list")
+            entries = tuple(
+                _codec.history_entry_from_fields(flat[n], flat[n + 1]) for n in range(0, len(flat), 2)
+            )
+            return HistoryPage(
+                direction=query.direction,
+                anchor=query.anchor,
+                limit=query.limit,
+                max_bytes=query.max_bytes,
+                entries=entries,
+                has_more=int(has_more) == 1,
+                available_from=int(available_from) if available_from else None,
+                available_through=int(through),
+            )
+
+    # --- operations -------------------------------------------------------------------------
+
+    async def readiness(self) -> None:
+        """C-PRE-06: a PING round trip on every call; no cached answer."""
+        pong = await self._gateway.command("PING")
+        if pong is not True and pong not in (b"PONG", "PONG"):
+            raise _fail(StoreErrorKind.UNAVAILABLE, "the server answered PING unexpectedly")
+
+    async def commit_hash_footprint(self, key: CommitKey) -> CommitHashFootprint | None:
+        """Encoding and MEMORY USAGE of one commit hash (real Redis; a benchmark aid, 3 round trips)."""
+        name = self._keys.commit(key)
+        fields = await self._gateway.command("HLEN", name, key=key)
+        if not fields:
+            return None
+        encoding = await self._gateway.command("OBJECT", "ENCODING", name, key=key)
+        usage = await self._gateway.command("MEMORY", "USAGE", name, "SAMPLES", "0", key=key)
+        return CommitHashFootprint(
+            encoding=encoding.decode() if isinstance(encoding, bytes) else str(encoding),
+            memory_usage=int(usage),
+            fields=int(fields),
+        )
+
+    async def close(self) -> None:
+        await self._gateway.close()
+
+
+async def _members(membership: MembershipDirectory, query: HistoryQuery) -> frozenset[UserId]:
+    """The conversation's members; a failing directory is an unavailable dependency (C-ERR-01)."""
+    try:
+        return await membership.members(query.tenant, query.conversation)
+    except MessageStoreError:
+        raise
+    except Exception:
+        raise _fail(StoreErrorKind.UNAVAILABLE, "the membership directory did not answer") from None

@@ -1,0 +1,60 @@
+"""Real-service gating for tests: ``@pytest.mark.service("redis")`` or ``require_service("redis")``.
+
+When the service does not answer (conformance/services.py ``probe``), the test is skipped with a
+message naming the service and how to start it -- unless ``CI`` is ``true`` (any case), where it
+fails instead: CI starts its services, so a missing one is a broken run, never a silent skip.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+
+import pytest
+
+from conformance.services import SERVICE_NAMES, endpoint, how_to_start, probe
+
+pytest_plugins = ["pytester"]
+
+# (service, endpoint) -> probe result, so a session probes each server once (a refused CQL
+# connection costs the driver a while, and there may be hundreds of such tests).
+_probed: dict[tuple[str, str], str | None] = {}
+
+
+def in_ci() -> bool:
+    return os.environ.get("CI", "").strip().lower() == "true"
+
+
+def require_service(name: str) -> None:
+    """Return if ``name`` answers; otherwise fail (CI=true) or skip the running test."""
+    if name not in SERVICE_NAMES:
+        pytest.fail(f"unknown service {name!r} (expected one of: {', '.join(SERVICE_NAMES)})")
+    key = (name, endpoint(name))
+    if key not in _probed:
+        _probed[key] = probe(name, timeout=5.0)
+    reason = _probed[key]
+    if reason is None:
+        return
+    if in_ci():
+        pytest.fail(f"CI=true: required service unavailable: {reason}; {how_to_start(name)}", pytrace=False)
+    pytest.skip(f"needs {name}: {reason}; {how_to_start(name)}")
+
+
+@pytest.fixture(name="require_service")
+def _require_service_fixture() -> Callable[[str], None]:
+    """The ``require_service`` helper, for tests that decide at run time what they need."""
+    return require_service
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers", "service(name, ...): the test needs a real service (redis, cassandra, postgres, mariadb)"
+    )
+
+
+def pytest_runtest_setup(item: pytest.Item) -> None:
+    for marker in item.iter_markers(name="service"):
+        if not marker.args:
+            pytest.fail("@pytest.mark.service needs at least one service name", pytrace=False)
+        for name in marker.args:
+            require_service(name)

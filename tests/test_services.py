@@ -1,0 +1,138 @@
+"""The real-service plumbing: conformance/services.py, the gating in tests/conftest.py and
+scripts/services. Nothing here starts a server: the gating tests point an endpoint at a closed
+port, and the tests marked ``service(...)`` probe what ``scripts/services up`` left running."""
+
+from __future__ import annotations
+
+import os
+import socket
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conformance import services
+from conformance.services import SERVICE_NAMES, SERVICES, how_to_start, probe
+
+REPO = Path(__file__).resolve().parent.parent
+
+GATED_TESTS = """
+import pytest
+
+@pytest.mark.service("redis")
+def test_marked():
+    pass
+
+def test_helper(require_service):
+    require_service("redis")
+"""
+
+
+@pytest.fixture
+def closed_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port: int = sock.getsockname()[1]
+    return port
+
+
+def unreachable(name: str, port: int) -> str:
+    return {
+        "redis": f"redis://127.0.0.1:{port}/0",
+        "cassandra": f"127.0.0.1:{port}",
+        "postgres": f"postgresql://ratchet:ratchet@127.0.0.1:{port}/ratchet",
+        "mariadb": f"mysql://ratchet:ratchet@127.0.0.1:{port}/ratchet",
+    }[name]
+
+
+@pytest.fixture
+def gated(pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, closed_port: int) -> pytest.Pytester:
+    """A test directory whose tests need redis, with RATCHET_REDIS_URL pointing at a closed port."""
+    monkeypatch.setenv("RATCHET_REDIS_URL", unreachable("redis", closed_port))
+    pytester.makeconftest(
+        "from tests.conftest import _require_service_fixture, pytest_configure, pytest_runtest_setup\n"
+    )
+    pytester.makepyfile(GATED_TESTS)
+    return pytester
+
+
+def run_inner(pytester: pytest.Pytester) -> pytest.RunResult:
+    # The inner run needs only the conftest under test, not the project's other plug-ins.
+    return pytester.runpytest("-p", "no:cacheprovider", "-p", "no:asyncio", "-p", "no:ratchet", "-rs")
+
+
+@pytest.mark.parametrize("ci", ["true", "TRUE"])
+def test_unreachable_service_fails_under_ci(
+    gated: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str
+) -> None:
+    monkeypatch.setenv("CI", ci)
+    result = run_inner(gated)
+    result.assert_outcomes(errors=1, failed=1)
+    result.stdout.fnmatch_lines(["*CI=true: required service unavailable: redis (RATCHET_REDIS_URL=*"])
+
+
+@pytest.mark.parametrize("ci", [None, "", "false", "1"])
+def test_unreachable_service_skips_outside_ci(
+    gated: pytest.Pytester, monkeypatch: pytest.MonkeyPatch, ci: str | None
+) -> None:
+    if ci is None:
+        monkeypatch.delenv("CI", raising=False)
+    else:
+        monkeypatch.setenv("CI", ci)
+    result = run_inner(gated)
+    result.assert_outcomes(skipped=2)
+    how = "run `make services` or `scripts/services up redis`"
+    result.stdout.fnmatch_lines(
+        [f"SKIPPED *needs redis: redis (RATCHET_REDIS_URL=*) did not answer: *; {how}"]
+    )
+
+
+@pytest.mark.parametrize("name", SERVICE_NAMES)
+def test_probe_gives_one_line_reason(name: str, monkeypatch: pytest.MonkeyPatch, closed_port: int) -> None:
+    monkeypatch.setenv(services.service(name).env_var, unreachable(name, closed_port))
+    reason = probe(name, timeout=1.0)
+    assert reason is not None
+    assert "\n" not in reason
+    assert reason.startswith(f"{name} ({services.service(name).env_var}=")
+    assert str(closed_port) in reason
+    assert ":ratchet@" not in reason  # the password is masked
+
+
+def test_unknown_service_is_an_error() -> None:
+    with pytest.raises(ValueError, match="unknown service 'oracle'"):
+        probe("oracle")
+    with pytest.raises(ValueError):
+        how_to_start("oracle")
+
+
+def test_how_to_start() -> None:
+    assert how_to_start("cassandra") == "run `make services` or `scripts/services up cassandra`"
+
+
+def test_endpoints_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    for svc in SERVICES.values():
+        monkeypatch.delenv(svc.env_var, raising=False)
+    assert services.cql_contact() == ("127.0.0.1", 19042)
+    expected = services.MysqlParams("127.0.0.1", 13306, "ratchet", "ratchet", "ratchet")
+    assert services.mysql_params() == expected
+    monkeypatch.setenv("RATCHET_CQL_CONTACT", "[::1]:9142")
+    assert services.cql_contact() == ("::1", 9142)
+    monkeypatch.setenv("RATCHET_CQL_CONTACT", "cassandra.local")
+    assert services.cql_contact() == ("cassandra.local", services.CQL_DEFAULT_PORT)
+    monkeypatch.setenv("RATCHET_MYSQL_DSN", "mysql://u:p%40ss@db:3307/x")
+    assert services.mysql_params() == services.MysqlParams("db", 3307, "u", "p@ss", "x")
+    monkeypatch.setenv("RATCHET_PG_DSN", "")  # empty means unset
+    assert services.pg_dsn() == SERVICES["postgres"].default
+
+
+def test_script_env_matches_module_defaults() -> None:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RATCHET_")}
+    out = subprocess.run(
+        [str(REPO / "scripts" / "services"), "env"], env=env, capture_output=True, text=True, check=True
+    ).stdout
+    assert out.splitlines() == services.env_lines()
+
+
+@pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.service(n)) for n in SERVICE_NAMES])
+def test_service_answers(name: str) -> None:
+    assert probe(name, timeout=5.0) is None
