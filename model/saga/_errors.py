@@ -1,0 +1,276 @@
+"""Typed rejections: every refused request, and whose fault it was.
+
+A rejection is a value returned beside the *unchanged* state; the model never raises for a
+contract outcome. The three bases say who must act:
+
+- ``CallerError``: the request is malformed or illegal in the current state (fix the call);
+- ``PeerRefusal``: a message or registration failed authentication/authorization before
+  anything was claimed (the sender is not who or what it claims);
+- ``HostRefusal``: the host's admission policy (eligibility, quota) said no.
+"""
+
+from __future__ import annotations
+
+import enum
+from typing import TYPE_CHECKING, ClassVar
+
+import attrs
+
+from ._values import DefinitionKey, Verdict
+
+if TYPE_CHECKING:
+    from ._catalog import DefinitionReference, Lifecycle, LifecycleAction
+    from ._instance import SagaStatus
+    from ._routes import CapabilityKey, TransportViolation
+
+
+class Fault(enum.Enum):
+    CALLER = "caller"
+    PEER = "peer"
+    HOST = "host"
+
+
+@attrs.frozen
+class Rejection:
+    """Base of every rejection; the state returned with it equals the state passed in."""
+
+    fault: ClassVar[Fault]
+
+
+@attrs.frozen
+class CallerError(Rejection):
+    fault: ClassVar[Fault] = Fault.CALLER
+
+
+@attrs.frozen
+class PeerRefusal(Rejection):
+    fault: ClassVar[Fault] = Fault.PEER
+
+
+@attrs.frozen
+class HostRefusal(Rejection):
+    fault: ClassVar[Fault] = Fault.HOST
+
+
+class RefusalReason(enum.Enum):
+    """Why a message was refused before any inbox claim (S-ORCH-01, S-PART-05)."""
+
+    IDENTITY_MISMATCH = "identity_mismatch"
+    DIGEST_MISMATCH = "digest_mismatch"
+    OWNER_MISMATCH = "owner_mismatch"
+    UNTRUSTED_PRODUCER = "untrusted_producer"
+    PAYLOAD_CONTRACT_MISMATCH = "payload_contract_mismatch"
+
+
+class PayloadProblem(enum.Enum):
+    """Why a start payload was refused (S-START-10, S-START-11)."""
+
+    BOTH_GIVEN = "both_given"
+    NONE_GIVEN = "none_given"
+    INVALID_JSON = "invalid_json"
+    SCHEMA_REQUIRED = "schema_required"
+    CONTRACT_MISMATCH = "contract_mismatch"
+
+
+# -- catalog ---------------------------------------------------------------------------
+
+
+@attrs.frozen
+class InvalidDefinition(CallerError):
+    key: DefinitionKey
+    problems: tuple[str, ...]
+
+
+@attrs.frozen
+class DigestMismatch(CallerError):
+    key: DefinitionKey
+    claimed: str
+    computed: str
+
+
+@attrs.frozen
+class DefinitionConflict(CallerError):
+    key: DefinitionKey
+    existing_digest: str
+    offered_digest: str
+
+
+@attrs.frozen
+class UnknownDefinition(CallerError):
+    key: DefinitionKey
+
+
+@attrs.frozen
+class IllegalLifecycleTransition(CallerError):
+    key: DefinitionKey
+    current: Lifecycle
+    action: LifecycleAction
+
+
+@attrs.frozen
+class RetirementBlocked(CallerError):
+    key: DefinitionKey
+    references: frozenset[DefinitionReference]
+
+
+@attrs.frozen
+class ActivationBlocked(CallerError):
+    key: DefinitionKey
+    invalid_routes: tuple[CapabilityKey, ...]
+
+
+@attrs.frozen
+class DefinitionNotLoadable(CallerError):
+    """Candidate and retired definitions are not loaded for instances (S-CAT-08)."""
+
+    key: DefinitionKey
+    lifecycle: Lifecycle
+
+
+@attrs.frozen
+class DefinitionNotStartable(CallerError):
+    """Only an active definition admits new starts (S-CAT-05)."""
+
+    key: DefinitionKey
+    lifecycle: Lifecycle
+
+
+@attrs.frozen
+class UnknownReference(CallerError):
+    reference: DefinitionReference
+
+
+# -- start / instances -----------------------------------------------------------------
+
+
+@attrs.frozen
+class StartConflict(CallerError):
+    saga_id: str
+    existing_digest: str
+    offered_digest: str
+
+
+@attrs.frozen
+class PayloadRejected(CallerError):
+    problem: PayloadProblem
+
+
+@attrs.frozen
+class UnknownSaga(CallerError):
+    saga_id: str
+
+
+@attrs.frozen
+class UnknownCommand(CallerError):
+    command_id: str
+
+
+@attrs.frozen
+class InstanceNotReleasable(CallerError):
+    saga_id: str
+    status: SagaStatus
+    pending_commands: int
+
+
+@attrs.frozen
+class IllegalTransition(CallerError):
+    """An event the instance cannot take in its current state; nothing changes."""
+
+    saga_id: str
+    status: SagaStatus
+    event: str
+
+
+@attrs.frozen
+class EligibilityRevoked(HostRefusal):
+    """The host's eligibility check said no at ``checkpoint`` (S-START-04)."""
+
+    checkpoint: int
+
+
+@attrs.frozen
+class QuotaExhausted(HostRefusal):
+    tenant: str
+    limit: int
+
+
+# -- messages --------------------------------------------------------------------------
+
+
+@attrs.frozen
+class MessageRefused(PeerRefusal):
+    """Refused before the inbox claim: the dedupe key stays free (S-ORCH-01)."""
+
+    verdict: ClassVar[Verdict] = Verdict.DEAD_LETTER
+
+    message_id: str
+    reason: RefusalReason
+
+
+# -- timers ----------------------------------------------------------------------------
+
+
+@attrs.frozen
+class NoSuchTimer(CallerError):
+    timer_id: str
+
+
+@attrs.frozen
+class TimerNotDue(CallerError):
+    timer_id: str
+    due_ms: int
+
+
+@attrs.frozen
+class TimerLeased(CallerError):
+    timer_id: str
+    lease_expires_ms: int
+
+
+@attrs.frozen
+class StaleFencingToken(CallerError):
+    """A fenced timer operation with a token that is not the current lease (S-TIMER-02)."""
+
+    timer_id: str
+    presented: int
+    current: int | None
+
+
+# -- capability routes -----------------------------------------------------------------
+
+
+@attrs.frozen
+class RouteInvalid(CallerError):
+    violation: TransportViolation
+
+
+@attrs.frozen
+class UnknownStep(CallerError):
+    key: DefinitionKey
+    step_index: int
+
+
+@attrs.frozen
+class CapabilityRefused(PeerRefusal):
+    """The registering principal is not the step's owner (S-ROUTE-01)."""
+
+    key: CapabilityKey
+    reason: RefusalReason
+
+
+@attrs.frozen
+class UnknownCapability(CallerError):
+    key: CapabilityKey
+
+
+@attrs.frozen
+class StaleGeneration(CallerError):
+    key: CapabilityKey
+    presented: int
+    current: int
+
+
+@attrs.frozen
+class LeaseExpired(CallerError):
+    key: CapabilityKey
+    expired_at_ms: int

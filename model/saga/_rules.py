@@ -1,0 +1,128 @@
+"""The saga contract's rule IDs and their one-line statements.
+
+Harness reports name a rule by ID and print its statement from here; the package
+docstring's table, ``docs/saga-contract.md`` and the model tests list the same IDs
+(a test keeps the four in step).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+RULES: Mapping[str, str] = {
+    # definitions and catalog
+    "S-DEF-01": "A definition has steps with unique names, positive timeouts, attempt and "
+    "resolve budgets, and only its last step may be non-compensable.",
+    "S-CAT-01": "A published version is the complete ordered seal; its canonical document "
+    "and SHA-256 digest form the immutable version.",
+    "S-CAT-02": "A publisher's claimed digest must be the digest of the canonical document.",
+    "S-CAT-03": "Re-publishing the same key and digest is idempotent; a different digest "
+    "under the same key is a conflict.",
+    "S-CAT-04": "Lifecycle moves candidate -> active -> deprecated -> retired, one step "
+    "forward; a repeated move is a no-op; any other move is refused.",
+    "S-CAT-05": "Only an active definition admits new starts; deprecation blocks new starts "
+    "and nothing else.",
+    "S-CAT-06": "Instances keep the version and digest frozen at start and keep running "
+    "under them after deprecation.",
+    "S-CAT-07": "Retirement is refused while retained instances, migrations, audit entries, "
+    "unpublished outbox entries or live capability leases reference the definition.",
+    "S-CAT-08": "Candidate and retired definitions are not loaded; nothing starts on a "
+    "retired definition, replays included.",
+    "S-CAT-09": "Capabilities of a retired definition can be neither registered nor renewed.",
+    "S-CAT-10": "A retired definition's artifact, document and digest stay queryable.",
+    "S-CAT-11": "Retiring changes the lifecycle only; facts go away only by explicit "
+    "release under the retention policy.",
+    # start
+    "S-START-01": "A start is idempotent on (tenant, workflow, business key), which names the saga.",
+    "S-START-02": "A replayed committed start with the same digest is AlreadyExists, with a "
+    "different digest StartConflict, for running and terminal instances and in any "
+    "lifecycle but retired.",
+    "S-START-03": "A new start commits instance, receipt, initial transition, quota unit, "
+    "first command and timer together; a refused start leaves none of them.",
+    "S-START-04": "Host eligibility is checked before the snapshot is used, at every "
+    "resumption and before commit; a failed check rolls everything back.",
+    "S-START-05": "After COMMIT was sent, success or an unknown outcome is reported as such, "
+    "never as a definite rollback.",
+    "S-START-06": "A start joined to the caller's transaction leaves the final commit and "
+    "its gate to the outer transaction.",
+    "S-START-07": "An unconstrained start is the authorized start with a check that always holds.",
+    "S-START-08": "Eligibility also constrains duplicate receipts: a replay is answered only "
+    "after every checkpoint passed.",
+    "S-START-09": "The start digest covers definition key and digest, business key, payload "
+    "contract and raw payload bytes.",
+    "S-START-10": "Raw payload and JSON payload are mutually exclusive; exactly one is given.",
+    "S-START-11": "JSON input is validated, never rewritten; non-JSON input needs an "
+    "explicit schema; the contract must match the definition's.",
+    "S-START-12": "Only first-step execute commands carry the payload, on every attempt; "
+    "later steps, resolve and compensation carry none.",
+    "S-START-13": "A start beyond the tenant's quota is refused.",
+    # identities
+    "S-ID-01": "effect_id is derived from (saga, step, phase) and stable across attempts; "
+    "resolve names its polled effect as target.",
+    "S-ID-02": "command_id is derived from (effect_id, attempt) and names one delivery; a "
+    "result's message id is derived from its command.",
+    # orchestrator
+    "S-ORCH-01": "Digest, owner, producer trust and message identity are verified before "
+    "the inbox claim; a refused message claims nothing.",
+    "S-ORCH-02": "Inbox claim, instance CAS, journal, timer and command outbox commit as one transaction.",
+    "S-ORCH-03": "A result whose message id was already claimed is absorbed as a duplicate.",
+    "S-ORCH-04": "A verified result for an effect no longer awaited claims its key and changes nothing else.",
+    # participant
+    "S-PART-01": "Inbox, gate, business fact and result outbox commit as one transaction.",
+    "S-PART-02": "A copy of an already-claimed command is absorbed by the inbox.",
+    "S-PART-03": "Another attempt at a decided effect is answered from the gate by "
+    "effect_id and never re-executed: each effect applies at most once.",
+    "S-PART-04": "A transient failure rolls back and is not acknowledged; a command failing "
+    "more than its budget is dead-lettered.",
+    "S-PART-05": "Producer, owner, step, digest, identities and payload contract are "
+    "verified before the inbox claim.",
+    "S-PART-06": "A resolve poll answers from the gate, asks the outside world for an "
+    "unknown effect, and fences an effect that never ran.",
+    # step outcomes
+    "S-STEP-01": "A success advances; the last success completes the saga.",
+    "S-STEP-02": "A rejection compensates the completed steps in reverse order, ending Compensated.",
+    "S-STEP-03": "An unconfirmable effect goes to resolution or manual intervention per "
+    "step policy, never to compensation.",
+    "S-STEP-04": "Resolution polls by effect_id within a bounded budget; exhaustion ends in "
+    "manual intervention.",
+    "S-STEP-05": "Timeouts re-dispatch within a bounded attempt budget that never cuts short "
+    "uncertain outcomes; an unknown commit is never a plain retry.",
+    "S-STEP-06": "A compensation rejected, unknown or out of attempts ends in manual intervention.",
+    "S-STEP-07": "Terminal states are exactly Completed, Compensated and "
+    "AwaitingManualIntervention; they take no further transition.",
+    "S-STEP-08": "Instance, step and journal transitions follow the tables.",
+    # timers
+    "S-TIMER-01": "Claim, renew, complete and release are fenced by the lease token.",
+    "S-TIMER-02": "A stale fencing token is refused and changes nothing.",
+    "S-TIMER-03": "Fencing tokens strictly increase.",
+    "S-TIMER-04": "A due timer is claimable when unleased or its lease expired; an expired "
+    "lease holds until taken over.",
+    "S-TIMER-05": "Firing a timer and the timeout transition commit together; a settled "
+    "command's timer completes without a transition.",
+    # capability routes
+    "S-ROUTE-01": "A descriptor carries replica, definition/step, transport, origin, base "
+    "path, credentials digest and lease; only the step's owner registers it.",
+    "S-ROUTE-02": "The catalog allocates route generations monotonically per capability key "
+    "and returns them with the receipt.",
+    "S-ROUTE-03": "Clocks and caller claims carry no generation authority; an uncertain "
+    "re-report gets the committed generation.",
+    "S-ROUTE-04": "Registration, candidate activation and publisher construction share one "
+    "transport contract.",
+    "S-ROUTE-05": "HTTP takes a bare origin and a canonical base path.",
+    "S-ROUTE-06": "gRPC takes a bare https origin.",
+    "S-ROUTE-07": "Kafka topics and Redis Streams keys follow their naming rules.",
+    "S-ROUTE-08": "Non-HTTP transports take no HTTP path.",
+    "S-ROUTE-09": "An expired lease makes the replica unroutable without touching the definition.",
+    "S-ROUTE-10": "A catalog snapshot combines the registry and live capabilities of one revision.",
+    "S-ROUTE-11": "select_capability_routes returns every live HTTP/gRPC replica route; "
+    "Kafka/Redis replicas must share one target.",
+    "S-ROUTE-12": "select_capability_route requires a unique target and reports ambiguity.",
+    # transactions and delivery verdicts
+    "S-TX-01": "A local transaction's writes land together or not at all.",
+    "S-TX-02": "After COMMIT was sent, a lost answer is an unknown outcome, never a "
+    "rollback or a plain retry.",
+    "S-DLV-01": "A message is acknowledged only after its local commit or duplicate absorption.",
+    "S-DLV-02": "Transient failures and unknown commits keep the message for redelivery.",
+    "S-DLV-03": "Unauthenticated or unauthorized messages are refused before any handler state is touched.",
+    "S-DLV-04": "A retryable outcome is never reported as committed.",
+}
