@@ -33,7 +33,7 @@ venv: $(STAMP)
 
 conformance: venv
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --backend memory,fakeredis --suite all --profile $(PROFILE) \
+	$(BIN)/conformance run --backend memory,fakeredis,sqlite --suite all --profile $(PROFILE) \
 		--junit $(REPORTS)/conformance-embedded.xml --report $(REPORTS)/conformance-embedded.json
 
 lint: venv

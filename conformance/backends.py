@@ -61,6 +61,47 @@ COMMIT_BACKENDS: dict[str, BackendSpec] = {
 EMBEDDED_COMMIT_BACKENDS = ("memory", "fakeredis")
 
 
+@attrs.frozen
+class SagaBackendSpec:
+    name: str
+    factory: str  # "module:function" returning an impls.saga.SagaBackend for (namespace)
+    service: str | None
+    description: str
+
+
+SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
+    spec.name: spec
+    for spec in (
+        SagaBackendSpec(
+            "memory",
+            "impls.saga.memory:open_memory_saga_backend",
+            None,
+            "dict tables, copy-on-begin transactions",
+        ),
+        SagaBackendSpec(
+            "sqlite",
+            "impls.sql:open_sqlite_saga_backend",
+            None,
+            "the shared SQL saga backend on SQLite (BEGIN IMMEDIATE, in-memory database per namespace)",
+        ),
+        SagaBackendSpec(
+            "postgres",
+            "impls.sql:open_postgres_saga_backend",
+            "postgres",
+            "the shared SQL saga backend on PostgreSQL (psycopg 3, SERIALIZABLE + FOR UPDATE, shared tables)",
+        ),
+        SagaBackendSpec(
+            "mysql",
+            "impls.sql:open_mysql_saga_backend",
+            "mariadb",
+            "the shared SQL saga backend on MariaDB/MySQL (PyMySQL, InnoDB SERIALIZABLE + FOR UPDATE)",
+        ),
+    )
+}
+
+EMBEDDED_SAGA_BACKENDS = ("memory", "sqlite")
+
+
 def load_object(path: str) -> object:
     """Import ``module:attribute``; raises ``ValueError`` with a readable reason."""
     module_name, sep, attribute = path.partition(":")

@@ -1,0 +1,117 @@
+"""The fault vocabulary shared by every suite: kinds of fault, and the filter a run applies.
+
+A fault *kind* is a way the world goes wrong (a lost response, a crash at a named point, an
+interleaving of workers). Each suite lists the kinds it injects and the named points it can crash
+at; the coverage gate asks that every listed kind and point was really injected. Kinds are values,
+not an enum, so the saga suites add their own (commit outcome unknown, lease lost, ...) here
+without touching the commit side.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+import attrs
+
+
+@attrs.frozen
+class FaultKind:
+    name: str  # the vocabulary of counterexamples and of the summary table: short, kebab-case
+    description: str
+
+
+RESPONSE_LOST = FaultKind("response-lost", "the call applied, then the caller saw UNAVAILABLE (a lost reply)")
+FAILED_BEFORE = FaultKind("failed-before", "the call failed before it reached the backend; nothing applied")
+CRASH = FaultKind("crash", "the worker died at a named fault point; the in-flight work is abandoned")
+INTERLEAVE = FaultKind("interleave", "two or three workers on one key, switched at backend-call boundaries")
+RECOVERY_SWEEP = FaultKind("recovery-sweep", "a recovery worker sweeps everything older than the clock")
+CLOCK_ADVANCE = FaultKind("clock-advance", "the manual clock jumps forward")
+
+FAULT_KINDS: dict[str, FaultKind] = {}
+
+
+def register_fault_kind(kind: FaultKind) -> FaultKind:
+    """Add a kind to the catalog; registering the same value twice is harmless."""
+    existing = FAULT_KINDS.setdefault(kind.name, kind)
+    if existing != kind:
+        raise ValueError(f"fault kind {kind.name!r} is already registered differently")
+    return kind
+
+
+for _kind in (RESPONSE_LOST, FAILED_BEFORE, CRASH, INTERLEAVE, RECOVERY_SWEEP, CLOCK_ADVANCE):
+    register_fault_kind(_kind)
+
+
+@attrs.frozen
+class FaultPointSpec:
+    """A named point where a worker can be killed, with what is durable at that instant."""
+
+    name: str  # the rule-ID style name, e.g. "M-COMMIT-04"
+    suite_family: str  # "commit" or "saga"
+    description: str
+
+
+FAULT_POINTS: dict[str, FaultPointSpec] = {}
+
+
+def register_fault_point(point: FaultPointSpec) -> FaultPointSpec:
+    existing = FAULT_POINTS.setdefault(point.name, point)
+    if existing != point:
+        raise ValueError(f"fault point {point.name!r} is already registered differently")
+    return point
+
+
+@attrs.frozen
+class FaultFilter:
+    """Which faults a run may inject: all by default, or only some kinds and points.
+
+    Names are fault kinds (``crash``) or fault points (``M-COMMIT-04``); ``-name`` disables one.
+    Naming only points keeps every kind; naming only kinds keeps every point. A filtered run is a
+    debugging run: the coverage gate still asks for the whole catalog, so it fails the gate.
+    """
+
+    kinds: frozenset[str] | None = None  # None: every kind
+    points: frozenset[str] | None = None  # None: every point
+    without: frozenset[str] = frozenset()
+
+    @classmethod
+    def parse(cls, names: Iterable[str] | None) -> FaultFilter:
+        """Raises ``ValueError`` for a name that is neither a registered kind nor a point."""
+        if names is None:
+            return cls()
+        wanted = [n.strip() for n in names if n.strip() and n.strip() != "all"]
+        kinds: set[str] = set()
+        points: set[str] = set()
+        without: set[str] = set()
+        for raw in wanted:
+            name = raw[1:] if raw.startswith("-") else raw
+            if name not in FAULT_KINDS and name not in FAULT_POINTS:
+                known = ", ".join(sorted(FAULT_KINDS) + sorted(FAULT_POINTS))
+                raise ValueError(f"unknown fault {name!r}; known: {known}")
+            if raw.startswith("-"):
+                without.add(name)
+            elif name in FAULT_KINDS:
+                kinds.add(name)
+            else:
+                points.add(name)
+        return cls(frozenset(kinds) or None, frozenset(points) or None, frozenset(without))
+
+    def allows(self, kind: str, point: str | None = None) -> bool:
+        if kind in self.without or (point is not None and point in self.without):
+            return False
+        if self.kinds is not None and kind not in self.kinds:
+            return False
+        return point is None or self.points is None or point in self.points
+
+    @property
+    def is_everything(self) -> bool:
+        return self.kinds is None and self.points is None and not self.without
+
+    def describe(self) -> str:
+        if self.is_everything:
+            return "all"
+        parts = sorted(self.kinds or ()) + sorted(self.points or ())
+        return ",".join(parts + [f"-{n}" for n in sorted(self.without)])
+
+
+ALL_FAULTS = FaultFilter()

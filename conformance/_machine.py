@@ -1,0 +1,232 @@
+"""The base of every conformance state machine: one event loop per example, recorded steps.
+
+Theory of operation
+-------------------
+A suite's machine is a Hypothesis ``RuleBasedStateMachine`` whose rules are decorated with
+``@step`` under ``@rule``. ``@step`` records ``(rule name, arguments)`` before the rule runs, counts
+it, runs the suite's after-step checks, and on a ``Violation`` stores the program so far in the run
+context. Arguments are drawn from small pools of JSON values (strings, ints, lists of ints), so the
+recorded program is both the readable counterexample and a replayable file: replay calls the same
+methods with the same arguments, in order, with no Hypothesis involved (``conformance/_replay.py``).
+
+Every example gets a fresh event loop (created here, closed in ``teardown``) because asyncio
+clients such as redis.asyncio pools bind to the loop they were made on; rules drive coroutines
+with ``self.run(...)``. Every example also opens its backend on a new namespace; nothing is ever
+flushed or truncated.
+
+The machine classes are specialised per run by ``RunContext.machine_class``: a dynamic subclass
+whose name carries backend and suite, which is also what keys the Hypothesis example database.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import os
+import time
+import uuid
+from collections import Counter
+from collections.abc import Awaitable, Callable
+from typing import Any, ClassVar, TypeVar
+
+import attrs
+from hypothesis.stateful import RuleBasedStateMachine
+
+from conformance._faults import ALL_FAULTS, FaultFilter
+from conformance._violations import JsonValue, Violation
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@attrs.frozen
+class Step:
+    """One rule call of a program: the rule's name and its JSON arguments."""
+
+    rule: str
+    args: dict[str, JsonValue]
+
+    def render(self) -> str:
+        inner = ", ".join(f"{k}={v!r}" for k, v in self.args.items())
+        return f"{self.rule}({inner})"
+
+
+@attrs.define
+class SuiteStats:
+    """What one suite run on one backend did; shared by all its examples."""
+
+    examples: int = 0
+    steps: int = 0
+    faults: Counter[str] = attrs.field(factory=Counter)  # fault kind -> times injected
+    rules: Counter[str] = attrs.field(factory=Counter)  # machine rule -> times run
+    reached: set[str] = attrs.field(factory=set)  # coverage targets hit ("fault-point:M-COMMIT-04")
+    backend_seconds: float = 0.0  # time spent awaiting the system under test
+    details: dict[str, str] = attrs.field(factory=dict)  # facts learnt while running (capabilities)
+
+
+@attrs.define
+class RecordedFailure:
+    program: list[Step]
+    violation: Violation
+    trace: list[str]
+
+
+ProgressHook = Callable[["RunContext"], None]
+
+
+@attrs.define(eq=False)
+class RunContext:
+    """Everything the examples of one (backend, suite) run share.
+
+    ``target`` is suite-specific (for the commit suites, the store and outbox factories); the
+    machine reads it and nothing else here knows its shape.
+    """
+
+    suite: str
+    backend: str
+    target: Any
+    faults: FaultFilter = ALL_FAULTS
+    stats: SuiteStats = attrs.field(factory=SuiteStats)
+    last_failure: RecordedFailure | None = None
+    progress: ProgressHook | None = None
+    run_id: str = attrs.field(factory=lambda: uuid.uuid4().hex[:10])
+    started: float = attrs.field(factory=time.perf_counter)
+    _namespaces: int = 0
+
+    def new_namespace(self) -> str:
+        """A fresh namespace per example: letters and digits only, unique across runs and processes."""
+        self._namespaces += 1
+        return f"rt{self.run_id}{os.getpid() % 100000:05d}x{self._namespaces}"
+
+    def reach(self, target: str) -> None:
+        self.stats.reached.add(target)
+
+    def inject(self, kind: str) -> None:
+        self.stats.faults[kind] += 1
+        self.stats.reached.add(f"fault:{kind}")
+
+    def machine_class(self, base: type[ConformanceMachine]) -> type[ConformanceMachine]:
+        """A subclass bound to this context, named after backend and suite (the database key)."""
+        label = "".join(ch if ch.isalnum() else "_" for ch in f"{self.backend}_{self.suite}")
+        return type(f"{base.__name__}_{label}", (base,), {"context": self})
+
+
+class ConformanceMachine(RuleBasedStateMachine):
+    """Base machine: event loop, step recording, violation capture, quiescence hook."""
+
+    context: ClassVar[RunContext]
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.loop = asyncio.new_event_loop()
+        self.program: list[Step] = []
+        self.trace: list[str] = []  # what the system under test was asked in the current step
+        self.failed = False
+        self.context.stats.examples += 1
+        self._last_progress = 0
+        if self.context.progress is not None:
+            self.context.progress(self.context)
+
+    # --- driving coroutines -------------------------------------------------------------------
+
+    def run(self, coro: Awaitable[T]) -> T:
+        return self.loop.run_until_complete(coro)
+
+    def note(self, line: str) -> None:
+        if len(self.trace) < 200:
+            self.trace.append(line)
+
+    # --- hooks for suites ---------------------------------------------------------------------
+
+    def after_step(self) -> None:
+        """Checks that hold after every step (forward-only rank, stable coordinates, ...)."""
+
+    def at_quiescence(self) -> None:
+        """Checks that hold once the faults stop and recovery has run (called by ``teardown``)."""
+
+    def close(self) -> None:
+        """Release the backend (runs inside the example's loop through ``self.run``)."""
+
+    # --- lifecycle ----------------------------------------------------------------------------
+
+    def record_failure(self, violation: Violation) -> None:
+        self.failed = True
+        self.context.last_failure = RecordedFailure(list(self.program), violation, list(self.trace))
+
+    def teardown(self) -> None:
+        try:
+            if not self.failed:
+                self.trace = []
+                try:
+                    self.at_quiescence()
+                except Violation as violation:
+                    violation.context.setdefault("at", "quiescence")
+                    self.record_failure(violation)
+                    raise
+        finally:
+            try:
+                self.close()
+            finally:
+                self._close_loop()
+
+    def _close_loop(self) -> None:
+        loop = self.loop
+        try:
+            pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+            for task in pending:
+                task.cancel()
+            if pending:
+                loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            loop.close()
+
+
+def step(function: F) -> F:
+    """Record a rule call as a program step, count it, and run the after-step checks.
+
+    Use under ``@rule(...)``; arguments must be JSON values (tuples are recorded as lists).
+    """
+    name = function.__name__
+    target = f"step:{name}"
+
+    @functools.wraps(function)
+    def recorded(self: ConformanceMachine, **kwargs: Any) -> Any:
+        self.program.append(Step(name, {k: _json(v) for k, v in kwargs.items()}))
+        stats = self.context.stats
+        stats.steps += 1
+        stats.rules[name] += 1
+        stats.reached.add(target)
+        self.trace = []
+        try:
+            result = function(self, **kwargs)
+            self.after_step()
+        except Violation as violation:
+            violation.context.setdefault("at", f"step {len(self.program)}")
+            self.record_failure(violation)
+            raise
+        progress = self.context.progress
+        if progress is not None and stats.steps - self._last_progress >= 50:
+            self._last_progress = stats.steps
+            progress(self.context)
+        return result  # a bundle rule's value (replay ignores it)
+
+    recorded.ratchet_step = True  # type: ignore[attr-defined]
+    return recorded  # type: ignore[return-value]
+
+
+def step_names(machine: type[ConformanceMachine]) -> list[str]:
+    """The names of the machine's recorded rules: the vocabulary of its programs."""
+    return sorted(
+        name for name in dir(machine) if getattr(getattr(machine, name, None), "ratchet_step", False)
+    )
+
+
+def _json(value: object) -> JsonValue:
+    if value is None or isinstance(value, bool | int | float | str):
+        return value
+    if isinstance(value, list | tuple):
+        return [_json(v) for v in value]
+    if isinstance(value, dict):
+        return {str(k): _json(v) for k, v in value.items()}
+    raise TypeError(f"rule arguments must be JSON values, got {type(value).__name__}")

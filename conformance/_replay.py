@@ -1,0 +1,110 @@
+"""Replay: run a failure file's program again, step by step, with nothing drawn by Hypothesis.
+
+The machine is built exactly as a run builds it (same suite, same backend factories, same fault
+filter), then each recorded step calls the rule method with its recorded arguments; the machine's
+own after-step checks and quiescence checks run as they did. Hypothesis chooses nothing, so the
+result does not depend on the Hypothesis version, only on the harness and the backend.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from conformance._failures import FailureFile
+from conformance._faults import FaultFilter
+from conformance._machine import ConformanceMachine, RunContext, step_names
+from conformance._suites import FAMILIES, BackendUnderTest, suite_named
+from conformance._violations import Violation
+
+
+@attrs.frozen
+class ReplayResult:
+    failure: FailureFile
+    violation: Violation | None  # what the replay raised, if anything
+    steps_run: int
+    trace: tuple[str, ...] = ()  # what the backend was asked in the failing step
+
+    @property
+    def reproduced(self) -> bool:
+        return self.violation is not None
+
+    @property
+    def same_rule(self) -> bool:
+        return self.violation is not None and self.violation.rule_id == self.failure.rule_id
+
+    @property
+    def exit_code(self) -> int:
+        """1 when the violation is still there (the bug reproduces), 0 when it did not reproduce."""
+        return 1 if self.reproduced else 0
+
+    def describe(self) -> str:
+        total = len(self.failure.program)
+        if self.violation is None:
+            return f"did not reproduce: all {total} steps and the quiescence checks passed"
+        where = f"at step {self.steps_run} of {total}" if self.steps_run <= total else "at quiescence"
+        if self.same_rule:
+            return f"reproduced {self.violation.rule_id} {where}: {self.violation.message}"
+        return (
+            f"reproduced a different violation {where}: {self.violation.rule_id}: {self.violation.message} "
+            f"(the file recorded {self.failure.rule_id})"
+        )
+
+
+def backend_for(failure: FailureFile, overrides: Mapping[str, str] | None = None) -> BackendUnderTest:
+    """The backend the file names, with factory paths from the file unless overridden."""
+    suite = suite_named(failure.suite)
+    factories: dict[str, str] = dict(failure.factories)
+    factories.update(overrides or {})
+    service = None
+    family = FAMILIES.get(suite.family)
+    if family is not None:
+        named = family.backends().get(failure.backend)
+        if named is not None:
+            service = named.service
+    for role, path in factories.items():
+        if path.startswith("<"):
+            raise ValueError(f"the {role} factory of this failure is not importable ({path}); pass --{role}")
+    return BackendUnderTest(failure.backend, suite.family, factories, service)
+
+
+def replay(
+    failure: FailureFile,
+    *,
+    overrides: Mapping[str, str] | None = None,
+    on_step: Callable[[int, str], None] | None = None,
+) -> ReplayResult:
+    """Re-run ``failure.program``. Raises ``ValueError`` for an unusable file or factory path,
+    ``HarnessEnvironmentError`` when the backend cannot be opened."""
+    suite = suite_named(failure.suite)
+    backend = backend_for(failure, overrides)
+    target = suite.make_target(backend)
+    faults = FaultFilter.parse(failure.faults.split(","))
+    context = RunContext(suite.name, backend.name, target, faults)
+    machine_class = context.machine_class(suite.machine())
+    rules = set(step_names(machine_class))
+    unknown = sorted({s.rule for s in failure.program} - rules)
+    if unknown:
+        raise ValueError(f"the program uses rules this harness does not have: {', '.join(unknown)}")
+    machine: ConformanceMachine = machine_class()
+    steps_run = 0
+    violation: Violation | None = None
+    try:
+        for step in failure.program:
+            steps_run += 1
+            if on_step is not None:
+                on_step(steps_run, step.render())
+            method: Any = getattr(machine, step.rule)
+            method(**step.args)
+        steps_run += 1  # quiescence
+    except Violation as found:
+        violation = found
+    finally:
+        try:
+            machine.teardown()
+        except Violation as found:
+            violation = violation or found
+    trace = tuple(context.last_failure.trace) if context.last_failure is not None else ()
+    return ReplayResult(failure, violation, steps_run, trace)

@@ -1,0 +1,67 @@
+"""Hypothesis settings profiles for conformance runs: ``ci`` (a CI gate) and ``deep`` (a soak).
+
+The profiles are registered with Hypothesis as ``ratchet-ci`` and ``ratchet-deep`` (Hypothesis
+itself loads a profile named ``ci`` when CI is set, so ours are prefixed) and looked up by name;
+nothing here changes the global default profile.
+
+``ci`` is sized so that ``make conformance`` (two suites on memory and fakeredis) finishes in about
+a minute and a Cassandra run in a few minutes, while still reaching every fault kind and point.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import attrs
+from hypothesis import HealthCheck, Phase, settings
+from hypothesis.database import DirectoryBasedExampleDatabase
+
+
+@attrs.frozen
+class Profile:
+    name: str
+    max_examples: int  # per (backend, suite)
+    stateful_step_count: int  # steps per example, at most
+    description: str
+
+
+PROFILES: dict[str, Profile] = {
+    p.name: p
+    for p in (
+        Profile("ci", 200, 40, "a CI gate: every fault reached, about a minute on embedded backends"),
+        Profile("deep", 2000, 100, "a soak: many more and longer programs; minutes to hours"),
+    )
+}
+
+# No explain phase: it re-runs the minimal example many times to annotate it, and our programs
+# already name the rule that broke.
+_PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
+
+for _profile in PROFILES.values():
+    settings.register_profile(
+        f"ratchet-{_profile.name}",
+        max_examples=_profile.max_examples,
+        stateful_step_count=_profile.stateful_step_count,
+        deadline=None,
+        suppress_health_check=list(HealthCheck),
+        report_multiple_bugs=False,
+        print_blob=True,
+        phases=_PHASES,
+        database=None,
+    )
+
+
+def hypothesis_settings(
+    profile: str, *, examples: int | None = None, steps: int | None = None, database_dir: Path | None
+) -> settings:
+    """The settings for one suite run. ``database_dir`` None runs without an example database."""
+    if profile not in PROFILES:
+        raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
+    base = settings.get_profile(f"ratchet-{profile}")
+    database = None if database_dir is None else DirectoryBasedExampleDatabase(str(database_dir))
+    return settings(
+        base,
+        max_examples=examples if examples is not None else base.max_examples,
+        stateful_step_count=steps if steps is not None else base.stateful_step_count,
+        database=database,
+    )

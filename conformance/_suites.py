@@ -1,0 +1,132 @@
+"""Suites and the backends they run on: the registry the runner, the CLI and replay share.
+
+A *suite* (``store``, ``commit``; the saga side adds its own) is a state machine plus what it needs
+to be judged: the fault kinds it injects and the coverage targets that must be reached. A suite
+belongs to a *family* (``commit``, ``saga``); a family knows its backends by name. Modules that
+define suites register them on import; ``load_suites`` imports the known ones, so that choosing a
+suite never needs its family's drivers unless it runs.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+
+from conformance._faults import FaultKind
+from conformance._machine import ConformanceMachine, SuiteStats
+from conformance.backends import load_object
+
+# Modules that register suites when imported. A family that is not installed is skipped.
+SUITE_MODULES = ("conformance.commit.suites", "conformance.saga.suites")
+
+
+@attrs.frozen
+class BackendUnderTest:
+    """One backend to run a family's suites on.
+
+    ``factories`` maps a role ("store", "outbox", ...) to a ``module:function`` path or to the
+    callable itself (a callable given from Python; failure files then record its path if it has an
+    importable one). ``service`` names the server it needs (conformance/services.py), if any.
+    """
+
+    name: str
+    family: str
+    factories: Mapping[str, str | Callable[..., Any]]
+    service: str | None = None
+
+    def factory(self, role: str) -> Callable[..., Any]:
+        """Raises ``ValueError`` for a bad path (a usage error)."""
+        value = self.factories[role]
+        if isinstance(value, str):
+            loaded = load_object(value)
+            if not callable(loaded):
+                raise ValueError(f"{value} is not callable")
+            return loaded
+        return value
+
+    def factory_paths(self) -> dict[str, str]:
+        return {role: factory_path(value) for role, value in self.factories.items()}
+
+
+def factory_path(value: str | Callable[..., Any]) -> str:
+    """``module:qualname`` of a factory, or ``<unimportable ...>`` when replay could not import it."""
+    if isinstance(value, str):
+        return value
+    module = getattr(value, "__module__", None)
+    qualname = getattr(value, "__qualname__", None)
+    if module and qualname and "<" not in qualname:
+        path = f"{module}:{qualname}"
+        if "." not in qualname:
+            try:
+                if load_object(path) is value:
+                    return path
+            except ValueError:
+                pass
+    return f"<unimportable {value!r}>"
+
+
+@attrs.frozen
+class Suite:
+    """A state machine and how a run of it is judged.
+
+    ``machine`` returns the base machine class (imported lazily). ``make_target`` turns the backend
+    under test into what the machine reads as ``context.target``. ``coverage_targets`` lists every
+    ``sometimes`` target the run must reach, given what it learnt while running (for instance the
+    store's capabilities decide which fault points are on the path).
+    """
+
+    name: str
+    family: str
+    description: str
+    fault_kinds: tuple[FaultKind, ...]
+    machine: Callable[[], type[ConformanceMachine]]
+    make_target: Callable[[BackendUnderTest], Any]
+    coverage_targets: Callable[[SuiteStats], Mapping[str, str]]  # target -> why it matters
+
+
+@attrs.frozen
+class Family:
+    name: str
+    backends: Callable[[], Mapping[str, BackendUnderTest]]  # the named backends of this family
+    custom_roles: tuple[str, ...]  # factory roles a --store style custom backend must/may give
+
+
+SUITES: dict[str, Suite] = {}
+FAMILIES: dict[str, Family] = {}
+
+
+def register_suite(suite: Suite) -> Suite:
+    SUITES[suite.name] = suite
+    return suite
+
+
+def register_family(family: Family) -> Family:
+    FAMILIES[family.name] = family
+    return family
+
+
+_loaded = False
+
+
+def load_suites() -> dict[str, Suite]:
+    global _loaded
+    if not _loaded:
+        for module in SUITE_MODULES:
+            try:
+                importlib.import_module(module)
+            except ModuleNotFoundError as exc:
+                # Only an absent suite package is skipped; a broken one must fail loudly.
+                if exc.name is None or not module.startswith(exc.name):
+                    raise
+        _loaded = True
+    return SUITES
+
+
+def suite_named(name: str) -> Suite:
+    suites = load_suites()
+    if name not in suites:
+        raise ValueError(f"unknown suite {name!r}; known: {', '.join(sorted(suites))}")
+    return suites[name]

@@ -1,0 +1,43 @@
+"""What a failed check raises: a contract violation that names the rule it broke.
+
+A ``Violation`` is an ``AssertionError`` so Hypothesis treats it as a test failure and shrinks it.
+Hypothesis reports one bug per run and may shrink to a smaller example that breaks another rule; the
+program recorded is always the one that raised the violation reported.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import attrs
+
+JsonValue = None | bool | int | float | str | list["JsonValue"] | dict[str, "JsonValue"]
+
+
+class Violation(AssertionError):
+    """A backend (or runtime) broke contract rule ``rule_id``.
+
+    ``context`` holds JSON values only (expected/actual renderings, the key, the step), so a
+    failure file can carry it unchanged.
+    """
+
+    def __init__(self, rule_id: str, message: str, context: Mapping[str, JsonValue] | None = None):
+        self.rule_id = rule_id
+        self.message = message
+        self.context: dict[str, JsonValue] = dict(context or {})
+        super().__init__(f"{rule_id}: {message}")
+
+    def __reduce__(self) -> tuple[object, ...]:
+        return (Violation, (self.rule_id, self.message, self.context))
+
+
+class HarnessEnvironmentError(Exception):
+    """The run could not be carried out (service unreachable, bad factory): exit code 2, no verdict."""
+
+
+@attrs.frozen
+class CoverageGap:
+    """A ``sometimes`` target the run never reached (Stateright's sometimes property)."""
+
+    target: str
+    description: str

@@ -1,0 +1,358 @@
+"""One bench run: every section on every available backend, then the targets of issue 9.
+
+Order per backend: is its server up (``conformance.services.probe``; if not, the backend is
+*unavailable* and skipped, never a crash) -> harness throughput per suite -> commit cost ->
+commit rate alternated run by run with the raw floor of its server (so both see the same machine
+load) -> on Redis, the commit-hash footprint. A section that fails on one backend is recorded as
+an error for that backend and the bench goes on.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import traceback
+from collections.abc import Callable
+from functools import partial
+from typing import TypeVar
+
+import attrs
+
+from conformance.backends import COMMIT_BACKENDS, BackendSpec
+from conformance.bench import _throughput
+from conformance.bench._commit_cost import FRESH, CommitCost, commit_loop, measure_cost
+from conformance.bench._environment import Machine, load_average, machine
+from conformance.bench._figures import MISS, NOT_MEASURED, PASS, Spread, Tally, TargetCheck, at_least
+from conformance.bench._floor import Floor, FloorProbe, open_floor, timed_loop
+from conformance.bench._redis_footprint import (
+    TARGET_COMMITTED_BYTES,
+    TARGET_ENCODING,
+    Footprint,
+    measure_footprint,
+    meets_target,
+)
+from conformance.bench._throughput import Throughput
+from conformance.bench._workload import SHORT_IDS, membership, new_namespace, opened
+from impls.api import SystemClock
+from impls.commit import MessageCommitter
+
+ALL_BACKENDS = tuple(COMMIT_BACKENDS)  # memory, fakeredis, redis, cql
+SUITES = ("store", "commit")
+STEPS_PER_SECOND_TARGETS = {"memory": 1000.0, "redis": 400.0, "cql": 40.0}
+FLOOR_RATIO_TARGET = 50.0  # percent: a fresh Redis commit vs the same round trips of EVALSHA
+RATE_SLICES = 10  # a commit-rate run alternates floor and Ratchet this many times
+
+Progress = Callable[[str], None]
+T = TypeVar("T")
+
+
+@attrs.frozen
+class BenchOptions:
+    """Sizes of one bench run: ``preset(quick=True)`` fits in two minutes; the default is the docs' run."""
+
+    backends: tuple[str, ...] = ALL_BACKENDS
+    suites: tuple[str, ...] = SUITES
+    runs: int = 5
+    examples: int | None = None  # per throughput run; None: the ci profile's
+    steps: int | None = None  # per example, at most; None: the ci profile's
+    cost_repeats: int = 10  # commits measured per commit-cost case
+    rate_seconds: float = 2.0  # per commit-rate (and floor-probe) run
+    seed: int = 0  # throughput run i uses seed + i: the same programs on every backend
+    quick: bool = False
+
+    @classmethod
+    def preset(cls, *, quick: bool) -> BenchOptions:
+        """``quick``: 3 runs of short programs, half-second rate runs; else 5 runs of the ci profile."""
+        if quick:
+            return cls(runs=3, examples=15, cost_repeats=3, rate_seconds=0.5, quick=True)
+        return cls()
+
+
+@attrs.frozen
+class CommitRate:
+    backend: str
+    commits_per_second: Spread  # sequential MessageCommitter.send, one connection
+    cpu_us_per_commit: Spread  # this process's CPU time per commit (committer, store, driver)
+    round_trips_per_commit: float | None
+    floor_per_second: Spread | None  # the commit-shaped floor probe, same runs
+    floor_ratio_percent: Spread | None  # per run: Ratchet / floor * 100
+
+
+@attrs.frozen
+class BenchReport:
+    options: BenchOptions
+    machine: Machine
+    servers: dict[str, str]  # backend -> server version
+    unavailable: dict[str, str]  # backend -> why
+    errors: dict[str, str]  # "section backend" -> what went wrong
+    throughput: tuple[Throughput, ...]
+    costs: tuple[CommitCost, ...]
+    rates: tuple[CommitRate, ...]
+    floors: tuple[Floor, ...]
+    footprints: tuple[Footprint, ...]
+    targets: tuple[TargetCheck, ...]
+    elapsed_s: float
+
+    @property
+    def missed(self) -> list[TargetCheck]:
+        return [t for t in self.targets if t.verdict != PASS]
+
+    def non_passing_runs(self) -> list[str]:
+        return [
+            f"{t.backend}/{t.suite}: {run.verdict} ({run.detail})"
+            for t in self.throughput
+            for run in t.runs
+            if run.verdict != "pass"
+        ]
+
+    def exit_code(self, strict: bool) -> int:
+        """2 when a section could not be measured; with ``strict``, 1 for a MISS, an unavailable
+        backend or a conformance run that did not pass; else 0."""
+        if self.errors:
+            return 2
+        if strict and (self.missed or self.unavailable or self.non_passing_runs()):
+            return 1
+        return 0
+
+
+def _spec(name: str) -> BackendSpec:
+    if name not in COMMIT_BACKENDS:
+        raise ValueError(f"unknown backend {name!r}; known: {', '.join(COMMIT_BACKENDS)}")
+    return COMMIT_BACKENDS[name]
+
+
+def _unavailable(spec: BackendSpec) -> str | None:
+    if spec.service is None:
+        return None
+    from conformance import services
+
+    reason = services.probe(spec.service)
+    if reason is None:
+        return None
+    return f"{reason} (start it with: scripts/services up {spec.service})"
+
+
+async def _rate_and_floor(
+    spec: BackendSpec, cost: CommitCost, options: BenchOptions, progress: Progress
+) -> tuple[CommitRate, Floor | None]:
+    """Each run interleaves the floor probes and Ratchet's commit loop in short slices, so that
+    both see the same machine load even when other processes come and go."""
+    fresh = cost.case(FRESH)
+    round_trips = fresh.round_trips if fresh is not None else None
+    server = await open_floor(spec.name) if round_trips else None
+    probes = server.probes(round(round_trips)) if server is not None and round_trips else []
+    floor_runs: dict[str, list[Tally]] = {p.name: [] for p in probes}
+    ratchet: list[Tally] = []
+    ids = SHORT_IDS
+    directory = membership(ids)
+    piece = options.rate_seconds / RATE_SLICES
+    try:
+        async with opened(spec, new_namespace(), directory) as (store, outbox):
+            committer = MessageCommitter(store, outbox, directory, SystemClock())
+            serial = (await commit_loop(committer, ids, 0.0, 1)).count + 1  # warm-up
+            for probe in probes:
+                await timed_loop(probe.operation, 0.0)
+            for index in range(options.runs):
+                tallies = {p.name: Tally() for p in probes}
+                mine = Tally()
+                for _ in range(RATE_SLICES):
+                    for probe in probes:
+                        tallies[probe.name].add(await timed_loop(probe.operation, piece))
+                    watch = await commit_loop(committer, ids, piece, serial)
+                    serial += watch.count
+                    mine.add(watch)
+                ratchet.append(mine)
+                for name, tally in tallies.items():
+                    floor_runs[name].append(tally)
+                shaped = [tallies[p.name].per_second for p in probes if p.commit_shaped]
+                extra = f", floor {shaped[0]:.0f}/s" if shaped else ""
+                progress(
+                    f"commit rate {spec.name} run {index + 1}/{options.runs}: "
+                    f"{mine.per_second:.0f} commits/s{extra}"
+                )
+    finally:
+        if server is not None:
+            await server.close()
+    floor = None
+    shaped_rates: list[float] = []
+    if server is not None:
+        floor = Floor(
+            spec.name,
+            server.server,
+            tuple(
+                FloorProbe(
+                    p.name,
+                    p.round_trips,
+                    Spread.of([w.per_second for w in floor_runs[p.name]]),
+                    Spread.of([w.cpu_us_per_op for w in floor_runs[p.name]]),
+                    p.commit_shaped,
+                )
+                for p in probes
+            ),
+        )
+        shaped_rates = next(
+            ([w.per_second for w in floor_runs[p.name]] for p in probes if p.commit_shaped), []
+        )
+    ratios = (
+        [100.0 * r.per_second / f for r, f in zip(ratchet, shaped_rates, strict=True) if f > 0]
+        if shaped_rates
+        else []
+    )
+    rate = CommitRate(
+        backend=spec.name,
+        commits_per_second=Spread.of([w.per_second for w in ratchet]),
+        cpu_us_per_commit=Spread.of([w.cpu_us_per_op for w in ratchet]),
+        round_trips_per_commit=round_trips,
+        floor_per_second=Spread.of(shaped_rates) if shaped_rates else None,
+        floor_ratio_percent=Spread.of(ratios) if ratios else None,
+    )
+    return rate, floor
+
+
+def _measure_throughput(spec: BackendSpec, suite: str, options: BenchOptions, say: Progress) -> Throughput:
+    _throughput.warm_up(spec, suite, options.seed)
+    return _throughput.measure(
+        spec,
+        suite,
+        runs=options.runs,
+        examples=options.examples,
+        steps=options.steps,
+        seed=options.seed,
+        progress=say,
+    )
+
+
+def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchReport:
+    """Run every section on every available backend of ``options``; never raises for a backend
+    that is down or a section that fails (see ``BenchReport.errors``). ``ValueError`` for an unknown
+    backend or suite name."""
+    say: Progress = progress if progress is not None else (lambda line: None)
+    specs = [_spec(name) for name in options.backends]
+    from conformance._suites import suite_named
+
+    for suite in options.suites:  # ValueError for an unknown suite, before anything runs
+        if suite_named(suite).family != "commit":
+            raise ValueError(f"the bench runs commit-family suites; {suite!r} is not one")
+    if options.runs < 1:
+        raise ValueError("runs must be >= 1")
+    started = time.perf_counter()
+    load_at_start = load_average()
+    unavailable: dict[str, str] = {}
+    errors: dict[str, str] = {}
+    servers: dict[str, str] = {}
+    throughput: list[Throughput] = []
+    costs: list[CommitCost] = []
+    rates: list[CommitRate] = []
+    floors: list[Floor] = []
+    footprints: list[Footprint] = []
+
+    def guarded(section: str, spec: BackendSpec, body: Callable[[], T]) -> T | None:
+        try:
+            return body()
+        except KeyboardInterrupt:
+            raise
+        except Exception as exc:
+            last = traceback.format_exception(exc)[-1].strip()
+            errors[f"{section} {spec.name}"] = last
+            say(f"{section} {spec.name}: ERROR {last}")
+            return None
+
+    for spec in specs:
+        reason = _unavailable(spec)
+        if reason is not None:
+            unavailable[spec.name] = reason
+            say(f"{spec.name}: unavailable: {reason}")
+            continue
+        for suite in options.suites:
+            measured = guarded("throughput", spec, partial(_measure_throughput, spec, suite, options, say))
+            if measured is not None:
+                throughput.append(measured)
+        cost = guarded("commit-cost", spec, partial(asyncio.run, measure_cost(spec, options.cost_repeats)))
+        if cost is not None:
+            say(f"commit cost {spec.name}: {len(cost.cases)} cases measured")
+            costs.append(cost)
+            pair = guarded(
+                "commit-rate", spec, partial(asyncio.run, _rate_and_floor(spec, cost, options, say))
+            )
+            if pair is not None:
+                rates.append(pair[0])
+                if pair[1] is not None:
+                    floors.append(pair[1])
+                    servers[spec.name] = pair[1].server
+        if spec.name == "redis":
+            found = guarded("footprint", spec, partial(asyncio.run, measure_footprint()))
+            if found is not None:
+                footprints.extend(found)
+                say("redis footprint: measured")
+
+    report = BenchReport(
+        options=options,
+        machine=machine(load_at_start),
+        servers=servers,
+        unavailable=unavailable,
+        errors=errors,
+        throughput=tuple(throughput),
+        costs=tuple(costs),
+        rates=tuple(rates),
+        floors=tuple(floors),
+        footprints=tuple(footprints),
+        targets=(),
+        elapsed_s=0.0,
+    )
+    return attrs.evolve(report, targets=targets(report), elapsed_s=time.perf_counter() - started)
+
+
+def targets(report: BenchReport) -> tuple[TargetCheck, ...]:
+    """Issue 9's targets, each against the median of its figure; n/a where it was not measured."""
+    checks: list[TargetCheck] = []
+    chosen = report.options.backends
+    for backend, floor in STEPS_PER_SECOND_TARGETS.items():
+        if backend not in chosen:
+            continue
+        for suite in report.options.suites:
+            found = next((t for t in report.throughput if (t.backend, t.suite) == (backend, suite)), None)
+            checks.append(
+                at_least(
+                    f"{backend} {suite}: stateful steps/s (model check on)",
+                    found.steps_per_second if found is not None else None,
+                    floor,
+                )
+            )
+    if "redis" in chosen:
+        checks.append(_redis_round_trips(next((c for c in report.costs if c.backend == "redis"), None)))
+        rate = next((r for r in report.rates if r.backend == "redis"), None)
+        checks.append(
+            at_least(
+                "redis: fresh commits/s vs raw EVALSHA floor (same round trips)",
+                rate.floor_ratio_percent if rate is not None else None,
+                FLOOR_RATIO_TARGET,
+                "%",
+            )
+        )
+        committed = [f for f in report.footprints if f.committed]
+        wanted = f"{TARGET_ENCODING}, <= {TARGET_COMMITTED_BYTES} B"
+        if not committed:
+            checks.append(TargetCheck("redis: committed hash footprint", wanted, "unavailable", NOT_MEASURED))
+        for footprint in committed:
+            checks.append(
+                TargetCheck(
+                    f"redis: committed hash footprint ({footprint.ids} ids, 100 B body)",
+                    wanted,
+                    f"{footprint.encoding}, {footprint.memory_usage} B",
+                    PASS if meets_target(footprint) else MISS,
+                )
+            )
+    return tuple(checks)
+
+
+def _redis_round_trips(cost: CommitCost | None) -> TargetCheck:
+    name, wanted = "redis: fresh commit round trips", "1 per store call + 1 outbox"
+    fresh = cost.case(FRESH) if cost is not None else None
+    if fresh is None or fresh.store_round_trips is None or fresh.outbox_round_trips is None:
+        return TargetCheck(name, wanted, "unavailable", NOT_MEASURED)
+    calls, store_rt = fresh.store_calls.median, fresh.store_round_trips.median
+    outbox_rt = fresh.outbox_round_trips.median
+    steady = fresh.store_round_trips.steady and fresh.outbox_round_trips.steady
+    ok = steady and store_rt == calls and outbox_rt == fresh.outbox_calls.median == 1
+    measured = f"{calls:g} store calls, {store_rt:g} + {outbox_rt:g} round trips"
+    return TargetCheck(name, wanted, measured, PASS if ok else MISS)

@@ -1,0 +1,1 @@
+"""The commit-family suites: store level and commit level (registered by ``conformance.commit.suites``)."""

@@ -1,0 +1,472 @@
+"""Commit level: MessageCommitter + store + outbox + manual clock + membership, under faults.
+
+Every committer the machine starts talks to the store through ``ObservedStore``, so each store call
+it makes is applied to the model in lock step and judged; the committer's own outcome (an ACK or a
+``CommitError``) is judged against what the model allowed *before* the call:
+
+* an ACK only for a key the model holds COMMITTED, equal to the model's ``CommittedMessage`` and to
+  its first coordinates (C-POST-10, C-POST-01);
+* a conflicting retry is CONFLICT, never an ACK (C-PRE-03); a new key from a non-member is
+  NOT_A_MEMBER (C-PRE-08); RECOVERABLE carries the key, and only when something went wrong in the
+  call (a fault, an uncertain outcome, a concurrent worker) (C-ERR-03, C-POST-08);
+* nothing but ``CommitError`` leaves the committer (C-ERR-02).
+
+Faults are rules: ``arm_crash`` kills the next committer that reaches a named fault point (a
+``BaseException`` from the fault hook; the committer is abandoned and a new one resumes later),
+``arm_store_fault`` loses the next store response or fails the next call before it applies,
+``concurrent`` runs two or three committers on one key interleaved at store-call boundaries by the
+deterministic scheduler (the schedule is a drawn list of ints), ``recover`` sweeps, and
+``advance_clock`` moves time. At quiescence recovery runs until nothing is due, and every reserved
+key must be COMMITTED with its first coordinates (C-POST-02, C-POST-09).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, multiple, rule
+
+from conformance._faults import CRASH, INTERLEAVE, RECOVERY_SWEEP
+from conformance._machine import step
+from conformance._scheduler import Gate, Scheduler, SchedulerHang, WorkerOutcome
+from conformance.commit import _vocabulary as v
+from conformance.commit._judge import show
+from conformance.commit._oracle import HaltExample, ObservedOutbox, ObservedStore
+from conformance.commit._store_machine import CONVERSATIONS, KEYS, STORE_FAULTS, VARIANTS, CommitWorld
+from conformance.commit._target import CommitTarget
+from impls.api import Outbox
+from impls.commit import MessageCommitter
+from model.commit import (
+    MAX_SCAN_ITEMS,
+    CommitError,
+    CommitErrorKind,
+    CommitKey,
+    CommitStage,
+    CommittedMessage,
+    FaultPoint,
+    MessageStoreError,
+    identity_matches,
+)
+from model.commit import scan_recoverable_commits as model_scan
+
+ACK = "ack"
+NONE = "none"
+_RECOVERABLE = CommitErrorKind.RECOVERABLE.value
+_QUIESCENCE_ROUNDS = 6
+# Small, so that an outage of three calls (arm_store_fault(calls=3)) exhausts a call and RECOVERABLE
+# (C-ERR-03) is reached; any value >= 1 is a legal configuration of the committer.
+COMMITTER_ATTEMPTS = 3
+
+
+class WorkerKilled(BaseException):
+    """Raised by the fault hook: the committer dies at a named fault point."""
+
+    def __init__(self, point: FaultPoint) -> None:
+        super().__init__(point.value)
+        self.point = point
+
+
+class CommitMachine(CommitWorld):
+    reserved = Bundle("reserved")
+
+    def __init__(self) -> None:
+        super().__init__()
+        target: CommitTarget = self.context.target
+        self.outbox: Outbox | None = None
+        self.outbox = self.run(target.open_outbox(self.namespace))
+        self.crash_at: set[FaultPoint] = set()  # armed crashes; each fires once
+        self.step_stores: list[ObservedStore] = []  # the committers' stores of the current step
+
+    # --- building workers ----------------------------------------------------------------------
+
+    def committer(self, gate: Gate | None = None, conversation: str = "c1") -> MessageCommitter:
+        assert self.outbox is not None
+        store = ObservedStore(self.oracle, gate)
+        self.step_stores.append(store)
+        return MessageCommitter(
+            store,
+            ObservedOutbox(self.oracle, self.outbox, gate),
+            self.membership,
+            self,
+            fault_hook=self._fault_hook,
+            retention_ms=v.RETENTION_MS[conversation],
+            max_attempts=COMMITTER_ATTEMPTS,
+        )
+
+    async def _fault_hook(self, point: FaultPoint, key: CommitKey) -> None:
+        self.context.reach(f"passed:{point.value}")
+        if point in self.crash_at:
+            self.crash_at.discard(point)
+            self.context.inject(CRASH.name)
+            self.context.reach(f"crash-at:{point.value}")
+            self.note(f"crash at {point.value} ({v.key_name(key)}): the committer is abandoned")
+            raise WorkerKilled(point)
+
+    async def _observed(self, work: Awaitable[Any]) -> Any:
+        """Await ``work``, then read back what it wrote, whether it returned, failed or crashed."""
+        try:
+            result = await work
+        except HaltExample:
+            raise
+        except BaseException:
+            await self.observe_touched()
+            raise
+        await self.observe_touched()
+        return result
+
+    def drive(self, body: Callable[[Gate | None], Awaitable[Any]]) -> WorkerOutcome[Any]:
+        """Run one worker alone (no scheduler); a crash or CommitError is its outcome."""
+        try:
+            return WorkerOutcome(0, value=self.run(self._observed(body(None))))
+        except HaltExample as halt:
+            raise halt.violation from None
+        except KeyboardInterrupt:
+            raise
+        except BaseException as error:
+            if self.oracle.violation is not None:
+                raise self.oracle.violation from None
+            return WorkerOutcome(0, error=error)
+
+    async def _sweep(self, gate: Gate | None) -> int:
+        return await self.committer(gate).recover_due(self.now + 1, MAX_SCAN_ITEMS)
+
+    # --- judging a committer's outcome ---------------------------------------------------------
+
+    def expect_send(self, key: CommitKey, variant: str) -> frozenset[str]:
+        request = v.request(key, variant)
+        entry = self.oracle.state.commits.get(key)
+        if entry is not None:
+            if identity_matches(entry.identity, request):
+                return frozenset({ACK})
+            return frozenset({CommitErrorKind.CONFLICT.value})
+        if key.sender not in self.membership.snapshot(key.tenant, request.conversation):
+            return frozenset({CommitErrorKind.NOT_A_MEMBER.value})
+        return frozenset({ACK})
+
+    def judge(
+        self, how: str, key: CommitKey, allowed: frozenset[str], outcome: WorkerOutcome[Any], disturbed: bool
+    ) -> None:
+        name = v.key_name(key)
+        error = outcome.error
+        if isinstance(error, HaltExample):
+            raise error.violation
+        if self.oracle.violation is not None:
+            raise self.oracle.violation
+        if isinstance(error, WorkerKilled):
+            return
+        if error is not None and not isinstance(error, CommitError):
+            raise self.oracle.fail(
+                "C-ERR-02",
+                f"{how} for {name} raised {type(error).__name__}, not CommitError",
+                error=repr(error)[:300],
+            ).violation
+        if isinstance(error, CommitError):
+            self.context.reach("rule:C-ERR-02")
+            kind = error.kind.value
+            if error.kind is CommitErrorKind.RECOVERABLE:
+                if error.key != key:
+                    raise self.oracle.fail(
+                        "C-ERR-03", f"{how} for {name} returned RECOVERABLE without its key"
+                    ).violation
+                if disturbed or _RECOVERABLE in allowed:
+                    self.context.reach("rule:C-ERR-03")
+                    return
+                raise self.oracle.fail(
+                    "C-POST-08",
+                    f"{how} for {name} gave up (RECOVERABLE) although no call failed",
+                    allowed=sorted(allowed),
+                ).violation
+            if kind in allowed:
+                if error.kind is CommitErrorKind.CONFLICT:
+                    self.context.reach("rule:C-PRE-03")
+                if error.kind is CommitErrorKind.NOT_A_MEMBER:
+                    self.context.reach("rule:C-PRE-08")
+                return
+            rule_id = {"conflict": "C-PRE-03", "not-a-member": "C-PRE-08"}.get(kind, "C-ERR-02")
+            raise self.oracle.fail(
+                rule_id, f"{how} for {name} failed as {kind}; allowed: {', '.join(sorted(allowed))}"
+            ).violation
+        value = outcome.value
+        if value is None:
+            if NONE in allowed:
+                return
+            raise self.oracle.fail(
+                "C-POST-09", f"{how} for {name} returned nothing for a reserved key"
+            ).violation
+        if ACK not in allowed:
+            rule_id = "C-PRE-03" if CommitErrorKind.CONFLICT.value in allowed else "C-PRE-08"
+            if CommitErrorKind.NOT_FOUND.value in allowed or NONE in allowed:
+                rule_id = "C-POST-10"
+            raise self.oracle.fail(
+                rule_id,
+                f"{how} for {name} acknowledged {show(value)}; "
+                f"the contract says {', '.join(sorted(allowed))}",
+            ).violation
+        if not isinstance(value, CommittedMessage):
+            raise self.oracle.fail("C-ERR-02", f"{how} for {name} returned {type(value).__name__}").violation
+        self.oracle.check_ack(key, value, how)
+
+    def note_continuations(self) -> None:
+        """Coverage (C-POST-09): a committer that first found a key in flight at a stage, and the key
+        is now COMMITTED, continued from that stage."""
+        for store in self.step_stores:
+            for key, stage in store.first_seen.items():
+                if self._stage_of(key) == CommitStage.COMMITTED.name:
+                    self.context.reach(f"continued-from:{stage}")
+        self.step_stores.clear()
+
+    def after_step(self) -> None:
+        self.note_continuations()
+        super().after_step()
+
+    def _stage_of(self, key: CommitKey) -> str:
+        entry = self.oracle.state.commits.get(key)
+        return "ABSENT" if entry is None else entry.stage.name
+
+    # --- clients -------------------------------------------------------------------------------
+
+    @rule(target=reserved, key=KEYS, variant=VARIANTS)
+    @step
+    def send(self, key: str, variant: str) -> Any:
+        """A client sends, or retries: with the same payload, or changing one identity field."""
+        commit_key = v.parse_key(key)
+        existed = commit_key in self.oracle.state.commits
+        allowed = self.expect_send(commit_key, variant)
+        request = v.request(commit_key, variant)
+        before = self.oracle.disturbances
+        committer = self.committer(conversation=request.conversation)
+        outcome = self.drive(lambda gate: committer.send(request))
+        self.judge("send", commit_key, allowed, outcome, self.oracle.disturbances > before)
+        return key if not existed and commit_key in self.oracle.state.commits else multiple()
+
+    @rule(key=KEYS, problem=st.sampled_from(("bad-client-message-id", "custom-without-type")))
+    @step
+    def send_invalid(self, key: str, problem: str) -> None:
+        """C-PRE-01: an invalid client message id (or content) is refused before anything is written."""
+        commit_key = v.parse_key(key)
+        send, _, _ = v.invalid_reserve(commit_key, problem, frozenset(), self.now)
+        committer = self.committer()
+        outcome = self.drive(lambda gate: committer.send(send))
+        allowed = frozenset(
+            {
+                CommitErrorKind.INVALID_CLIENT_MESSAGE_ID.value
+                if problem == "bad-client-message-id"
+                else CommitErrorKind.INVALID_REQUEST.value
+            }
+        )
+        self.judge("send", send.commit_key, allowed, outcome, False)
+        self.context.reach("rule:C-PRE-01")
+
+    @rule(key=reserved)
+    @step
+    def resume(self, key: str) -> None:
+        """A new committer continues a reserved key from its durable stage (C-POST-09)."""
+        commit_key = v.parse_key(key)
+        conversation = self.oracle.conversation_of[commit_key]
+        before = self.oracle.disturbances
+        committer = self.committer(conversation=conversation)
+        outcome = self.drive(lambda gate: committer.resume(commit_key, conversation))
+        self.judge("resume", commit_key, frozenset({ACK}), outcome, self.oracle.disturbances > before)
+
+    @rule(key=KEYS, variant=VARIANTS)
+    @step
+    def resume_existing(self, key: str, variant: str) -> None:
+        """C-PRE-03: finish this exact request if it was reserved; None if never; conflict otherwise."""
+        commit_key = v.parse_key(key)
+        entry = self.oracle.state.commits.get(commit_key)
+        request = v.request(commit_key, variant)
+        if entry is None:
+            allowed = frozenset({NONE})
+        elif identity_matches(entry.identity, request):
+            allowed = frozenset({ACK})
+        else:
+            allowed = frozenset({CommitErrorKind.CONFLICT.value})
+        before = self.oracle.disturbances
+        committer = self.committer(conversation=request.conversation)
+        outcome = self.drive(lambda gate: committer.resume_existing(request))
+        self.judge("resume_existing", commit_key, allowed, outcome, self.oracle.disturbances > before)
+
+    @rule(
+        key=KEYS,
+        workers=st.lists(st.sampled_from(("send", "resume")), min_size=2, max_size=3),
+        schedule=st.lists(st.integers(min_value=0, max_value=2), max_size=16),
+    )
+    @step
+    def concurrent(self, key: str, workers: list[str], schedule: list[int]) -> None:
+        """Two or three committers on one key, switched at store-call boundaries as ``schedule`` says."""
+        if not self.context.faults.allows(INTERLEAVE.name):
+            return
+        commit_key = v.parse_key(key)
+        request = v.request(commit_key)
+        # resume finds the key where it was reserved, which a conflicting first send may have moved
+        conversation = self.oracle.conversation_of.get(commit_key, request.conversation)
+        reserved_before = commit_key in self.oracle.state.commits
+        send_allowed = self.expect_send(commit_key, "same") | {_RECOVERABLE}
+        resume_allowed = frozenset({ACK, _RECOVERABLE} | (set() if reserved_before else {"not-found"}))
+
+        def body(kind: str) -> Callable[[Gate], Awaitable[Any]]:
+            async def run(gate: Gate) -> Any:
+                committer = self.committer(gate, conversation)
+                if kind == "send":
+                    return await committer.send(request)
+                return await committer.resume(commit_key, conversation)
+
+            return run
+
+        scheduler = Scheduler(schedule)
+        try:
+            outcomes = self.run(scheduler.run([body(kind) for kind in workers]))
+        except SchedulerHang as hang:
+            raise self.oracle.fail(
+                "C-POST-08", f"concurrent committers on {key} hung: {hang}"
+            ).violation from None
+        self.context.inject(INTERLEAVE.name)
+        self.note(f"interleaving: {scheduler.turns}")
+        acks: set[CommittedMessage] = set()
+        for kind, outcome in zip(workers, outcomes, strict=True):
+            allowed = send_allowed if kind == "send" else resume_allowed
+            self.judge(f"concurrent {kind} (worker {outcome.worker})", commit_key, allowed, outcome, True)
+            if isinstance(outcome.value, CommittedMessage):
+                acks.add(outcome.value)
+        if len(acks) > 1:
+            raise self.oracle.fail(
+                "C-POST-10", f"concurrent committers on {key} acknowledged different messages"
+            ).violation
+        if len(acks) == 1 and len(workers) > 1:
+            self.context.reach("concurrent-acknowledged")
+
+    # --- recovery, the world, faults -------------------------------------------------------------
+
+    @rule(age=st.sampled_from(("everything", "older-than-5s")))
+    @step
+    def recover(self, age: str) -> None:
+        """A recovery sweep: every due intent is resumed from its stored facts (C-POST-02)."""
+        older_than = self.now + 1 if age == "everything" else self.now - 5_000
+        due = model_scan(self.oracle.state, older_than, MAX_SCAN_ITEMS)
+        assert isinstance(due, list)
+        before = self.oracle.disturbances
+        committer = self.committer()
+        outcome = self.drive(lambda gate: committer.recover_due(older_than, MAX_SCAN_ITEMS))
+        self.context.inject(RECOVERY_SWEEP.name)
+        disturbed = self.oracle.disturbances > before
+        if isinstance(outcome.error, WorkerKilled):
+            return
+        if outcome.error is not None:
+            if (
+                isinstance(outcome.error, CommitError)
+                and outcome.error.kind is CommitErrorKind.UNAVAILABLE
+                and disturbed
+            ):
+                return
+            raise self.oracle.fail(
+                "C-ERR-02" if not isinstance(outcome.error, CommitError) else "C-POST-02",
+                f"recover_due failed: {outcome.error!r}"[:300],
+            ).violation
+        if disturbed:
+            return
+        stranded = [
+            intent.key
+            for intent in due
+            if (entry := self.oracle.state.commits.get(intent.key)) is None
+            or entry.stage is not CommitStage.COMMITTED
+        ]
+        if stranded:
+            raise self.oracle.fail(
+                "C-POST-02", f"recovery left {', '.join(v.key_name(k) for k in stranded)} unfinished"
+            ).violation
+        if outcome.value != len(due):
+            raise self.oracle.fail(
+                "C-POST-02", f"recover_due reported {outcome.value} recovered; {len(due)} were due"
+            ).violation
+        if due:
+            self.context.reach("recovered")
+
+    @rule(
+        tenant=st.sampled_from(v.TENANTS),
+        conversation=CONVERSATIONS,
+        actor=st.sampled_from(v.READERS),
+        direction=st.sampled_from(("before", "after")),
+    )
+    @step
+    def read_history(self, tenant: str, conversation: str, actor: str, direction: str) -> None:
+        """Members read the conversation; non-members are refused (C-PRE-05, C-POST-11)."""
+        query = v.history_query(tenant, conversation, actor, direction, None, 100, 1 << 20, self.now)
+        self.call(ObservedStore(self.oracle).history_page(query))
+
+    @rule(
+        tenant=st.sampled_from(v.TENANTS),
+        conversation=CONVERSATIONS,
+        members=st.sampled_from(tuple(v.MEMBER_SETS)),
+    )
+    @step
+    def set_members(self, tenant: str, conversation: str, members: str) -> None:
+        """Membership changes (after reserve, too): recovery must keep the frozen delivery (C-PRE-02)."""
+        self._set_members(tenant, conversation, members)
+
+    @rule(ms=st.sampled_from(v.CLOCK_STEPS_MS))
+    @step
+    def advance_clock(self, ms: int) -> None:
+        self.now += ms
+        self.context.inject("clock-advance")
+
+    @rule(point=st.sampled_from([p.value for p in FaultPoint]))
+    @step
+    def arm_crash(self, point: str) -> None:
+        """The next committer to reach fault point ``point`` dies there (armed crashes add up)."""
+        if self.context.faults.allows(CRASH.name, point):
+            self.crash_at.add(FaultPoint(point))
+
+    @rule(kind=st.sampled_from(tuple(STORE_FAULTS)), calls=st.sampled_from((1, 3)))
+    @step
+    def arm_store_fault(self, kind: str, calls: int) -> None:
+        """The next store call, whoever makes it, fails after applying or before applying."""
+        if self.context.faults.allows(kind):
+            self.oracle.arm(STORE_FAULTS[kind], calls)
+
+    # --- the end -------------------------------------------------------------------------------
+
+    def at_quiescence(self) -> None:
+        """After recovery every reserved key is COMMITTED with its first coordinates (C-POST-02, -09)."""
+        self.crash_at.clear()
+        self.oracle.arm(None)
+        for _ in range(_QUIESCENCE_ROUNDS):
+            due = model_scan(self.oracle.state, self.now + 1, MAX_SCAN_ITEMS)
+            assert isinstance(due, list)
+            if not due:
+                break
+            outcome = self.drive(self._sweep)
+            if outcome.error is not None and not isinstance(outcome.error, CommitError):
+                raise self.oracle.fail("C-ERR-02", f"recover_due raised {outcome.error!r}"[:300]).violation
+            if any(self._stage_of(i.key) == CommitStage.COMMITTED.name for i in due):
+                self.context.reach("recovered")
+            self.note_continuations()
+        for key in sorted(self.oracle.state.commits, key=CommitKey.sort_key):
+            entry = self.oracle.state.commits[key]
+            if entry.stage is not CommitStage.COMMITTED:
+                raise self.oracle.fail(
+                    "C-POST-02",
+                    f"after recovery {v.key_name(key)} is still {entry.stage.name}: "
+                    "a reserved commit was stranded",
+                ).violation
+            if entry.coordinates != self.oracle.first_coordinates.get(key, entry.coordinates):
+                raise self.oracle.fail(
+                    "C-POST-01", f"{v.key_name(key)} ended with other coordinates"
+                ).violation
+            self.call(self.oracle.observe(key))
+        if self.oracle.state.commits:
+            self.context.reach("quiescent-all-committed")
+        store = ObservedStore(self.oracle)
+        self.call(store.scan_recoverable_commits(self.now + 1, MAX_SCAN_ITEMS))
+        self.read_all_history(store)
+
+    def close(self) -> None:
+        try:
+            if self.outbox is not None:
+                outbox, self.outbox = self.outbox, None
+                with contextlib.suppress(MessageStoreError):
+                    self.run(outbox.close())
+        finally:
+            super().close()

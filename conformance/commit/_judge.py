@@ -1,0 +1,229 @@
+"""Judging one store outcome against the model: which rule a divergence breaks, in one line.
+
+``verdict(op, expected, actual)`` is None when the backend answered exactly as the model did
+(errors compare by kind; values compare whole), else ``(rule_id, message)``. The rule is chosen by
+what diverged, most specific first: a replayed conflict is C-PRE-03 whatever the operation; changed
+coordinates are C-POST-01; a changed publication is C-POST-04; and so on. ``exercised(op, expected)``
+names the rules an agreeing outcome has just demonstrated, for the coverage gate.
+"""
+
+from __future__ import annotations
+
+from conformance.commit._vocabulary import T0, key_name
+from model.commit import (
+    CommitIntent,
+    CommitStage,
+    CommittedMessage,
+    HistoryPage,
+    LoadedCommitted,
+    LoadedInFlight,
+    MessageCoordinates,
+    MessageStoreError,
+    OutboxPublication,
+    ReserveCommitted,
+    ReserveCreated,
+    ReserveInFlight,
+    StoreErrorKind,
+)
+
+# The rule an operation's *result* speaks to when nothing more specific applies.
+_RESULT_RULE = {
+    "reserve": "C-POST-01",
+    "put_record": "C-POST-03",
+    "mark_outbox_published": "C-POST-03",
+    "mark_published_and_committed": "C-POST-04",
+    "mark_committed": "C-POST-03",
+    "load_commit": "C-PRE-09",
+    "load_commit_for_request": "C-PRE-09",
+    "scan_recoverable_commits": "C-POST-02",
+    "history_page": "C-POST-11",
+}
+
+# The rule a refusal of each kind enforces (the kind the model expected and the backend dropped).
+_REFUSAL_RULE = {
+    StoreErrorKind.IDENTITY_CONFLICT: "C-PRE-03",
+    StoreErrorKind.INVALID_ARGUMENT: "C-ERR-04",
+    StoreErrorKind.INTENT_MISMATCH: "C-PRE-02",
+    StoreErrorKind.NOT_FOUND: "C-POST-03",
+    StoreErrorKind.MISSING_EVIDENCE: "C-POST-03",
+    StoreErrorKind.PUBLICATION_MISMATCH: "C-POST-03",
+    StoreErrorKind.NOT_A_MEMBER: "C-PRE-05",
+}
+
+
+def refusal_rule(op: str, kind: StoreErrorKind) -> str:
+    """The rule that a write refused with ``kind`` must leave the state unchanged under."""
+    if op == "mark_published_and_committed" and kind in (
+        StoreErrorKind.PUBLICATION_MISMATCH,
+        StoreErrorKind.MISSING_EVIDENCE,
+        StoreErrorKind.INTENT_MISMATCH,
+    ):
+        return "C-POST-05"  # the atomic step: nothing changes on refusal
+    return _REFUSAL_RULE.get(kind, "C-ERR-04" if kind is StoreErrorKind.INVALID_ARGUMENT else "C-POST-03")
+
+
+def verdict(op: str, expected: object, actual: object) -> tuple[str, str] | None:
+    if isinstance(expected, MessageStoreError) and isinstance(actual, MessageStoreError):
+        if expected.kind is actual.kind:
+            return None
+        rule = _REFUSAL_RULE.get(expected.kind) or _REFUSAL_RULE.get(actual.kind) or "C-ERR-01"
+        return rule, f"{op} failed as {actual.kind.value}; the contract says {expected.kind.value}"
+    if isinstance(expected, MessageStoreError):
+        rule = refusal_rule(op, expected.kind)
+        what = "replayed an old result for a conflicting request" if rule == "C-PRE-03" else "succeeded"
+        return rule, f"{op} {what} ({show(actual)}); the contract says {expected.kind.value}"
+    if isinstance(actual, MessageStoreError):
+        if actual.kind is StoreErrorKind.IDENTITY_CONFLICT:
+            rule = "C-PRE-03"
+        elif actual.kind is StoreErrorKind.NOT_A_MEMBER:
+            rule = "C-PRE-05"
+        elif actual.kind is StoreErrorKind.INVALID_ARGUMENT:
+            rule = "C-ERR-04"
+        else:
+            rule = _RESULT_RULE.get(op, "C-ERR-01")
+        return rule, f"{op} failed as {actual.kind.value}; the contract says {show(expected)}"
+    if expected == actual:
+        return None
+    return _value_rule(
+        op, expected, actual
+    ), f"{op} returned {show(actual)}; the contract says {show(expected)}"
+
+
+def _value_rule(op: str, expected: object, actual: object) -> str:
+    e_coords, a_coords = _coordinates(expected), _coordinates(actual)
+    if e_coords is not None and a_coords is not None and e_coords != a_coords:
+        return "C-POST-01"
+    if op == "reserve" and type(expected) is not type(actual):
+        # A repeat that came back as a fresh reservation allocated again; a fresh one that came
+        # back as a repeat invented history.
+        return "C-POST-01"
+    e_pub, a_pub = _publication(expected), _publication(actual)
+    if e_pub != a_pub and e_pub is not None and a_pub is not None:
+        return "C-POST-04"
+    e_stage, a_stage = _stage(expected), _stage(actual)
+    if e_stage is not None and a_stage is not None and e_stage != a_stage:
+        return "C-POST-08" if a_stage < e_stage else "C-POST-03"
+    e_intent, a_intent = _intent(expected), _intent(actual)
+    if e_intent is not None and a_intent is not None and e_intent != a_intent:
+        return "C-PRE-02"
+    if op == "history_page" and isinstance(expected, HistoryPage) and isinstance(actual, HistoryPage):
+        if actual.entries == expected.entries and actual.available_through > expected.available_through:
+            return "C-POST-01"  # sequence numbers were allocated that no reserve of a new key explains
+        expected_seqs = {e.coordinates.conversation_seq for e in expected.entries}
+        extra = [e for e in actual.entries if e.coordinates.conversation_seq not in expected_seqs]
+        if extra and len(actual.entries) > len(expected.entries):
+            return "C-POST-05"  # an entry the model says has expired: expiry was not registered
+        return "C-POST-11"
+    if op == "scan_recoverable_commits" and isinstance(expected, list) and isinstance(actual, list):
+        if not set(map(_intent_key, expected)) <= set(map(_intent_key, actual)):
+            return "C-POST-02"  # a recoverable commit is missing: it could be stranded
+        return "C-POST-05"  # an extra candidate: commit did not remove it
+    return _RESULT_RULE.get(op, "C-ERR-01")
+
+
+def exercised(op: str, expected: object) -> tuple[str, ...]:
+    """The rules an outcome equal to ``expected`` just demonstrated (coverage targets)."""
+    if isinstance(expected, MessageStoreError):
+        if op == "mark_published_and_committed":
+            return ("C-POST-05", refusal_rule(op, expected.kind))
+        return (_REFUSAL_RULE.get(expected.kind, "C-ERR-01"),)
+    if op == "reserve":
+        if isinstance(expected, ReserveCreated):
+            return ("C-POST-01",)
+        if isinstance(expected, ReserveCommitted):
+            return ("C-POST-01", "C-PRE-09")
+        return ("C-POST-01", "C-PRE-02")
+    if op == "put_record":
+        return ("C-PRE-04", "C-POST-03")
+    if op == "mark_published_and_committed":
+        return ("C-POST-04",)
+    if op == "mark_committed":
+        return ("C-POST-03", "C-POST-10")
+    if op in ("load_commit", "load_commit_for_request") and isinstance(expected, LoadedCommitted):
+        return ("C-PRE-09",)
+    if op == "scan_recoverable_commits" and expected:
+        return ("C-POST-02",)
+    if op == "history_page" and isinstance(expected, HistoryPage) and expected.entries:
+        return ("C-POST-11",)
+    return ()
+
+
+# --- reading values --------------------------------------------------------------------------
+
+
+def _coordinates(value: object) -> MessageCoordinates | None:
+    if isinstance(value, ReserveCreated | ReserveInFlight | LoadedInFlight):
+        return value.intent.coordinates
+    if isinstance(value, ReserveCommitted | LoadedCommitted):
+        return value.message.coordinates
+    if isinstance(value, CommittedMessage):
+        return value.coordinates
+    return None
+
+
+def _publication(value: object) -> OutboxPublication | None:
+    if isinstance(value, ReserveInFlight | LoadedInFlight):
+        return value.publication
+    if isinstance(value, ReserveCommitted | LoadedCommitted):
+        return value.message.publication
+    if isinstance(value, CommittedMessage):
+        return value.publication
+    return None
+
+
+def _stage(value: object) -> int | None:
+    if isinstance(value, ReserveCreated):
+        return CommitStage.RESERVED.rank
+    if isinstance(value, ReserveInFlight | LoadedInFlight):
+        return value.stage.rank
+    if isinstance(value, ReserveCommitted | LoadedCommitted | CommittedMessage):
+        return CommitStage.COMMITTED.rank
+    return None
+
+
+def _intent(value: object) -> CommitIntent | None:
+    if isinstance(value, ReserveCreated | ReserveInFlight | LoadedInFlight):
+        return value.intent
+    return None
+
+
+def _intent_key(value: object) -> str:
+    return key_name(value.key) if isinstance(value, CommitIntent) else repr(value)
+
+
+# --- rendering -------------------------------------------------------------------------------
+
+
+def show(value: object) -> str:
+    """A short, readable rendering for messages and traces (sequence numbers, stage, publication)."""
+    if value is None:
+        return "None"
+    if isinstance(value, MessageStoreError):
+        return f"error {value.kind.value}"
+    if isinstance(value, MessageCoordinates):
+        return f"seq {value.message_seq}/{value.conversation_seq} @T0+{value.accepted_at_ms - T0}"
+    if isinstance(value, OutboxPublication):
+        return value.entry_id
+    if isinstance(value, CommitIntent):
+        return f"intent {key_name(value.key)} in {value.conversation} {show(value.coordinates)}"
+    if isinstance(value, ReserveCreated):
+        return f"ReserveCreated({show(value.intent.coordinates)})"
+    if isinstance(value, ReserveInFlight | LoadedInFlight):
+        pub = f", {show(value.publication)}" if value.publication is not None else ""
+        return f"{type(value).__name__}({value.stage.name}, {show(value.intent.coordinates)}{pub})"
+    if isinstance(value, ReserveCommitted | LoadedCommitted):
+        return f"{type(value).__name__}({show(value.message.coordinates)}, {show(value.message.publication)})"
+    if isinstance(value, CommittedMessage):
+        return (
+            f"CommittedMessage({key_name(value.key)} in {value.conversation}, "
+            f"{show(value.coordinates)}, {show(value.publication)})"
+        )
+    if isinstance(value, HistoryPage):
+        seqs = ",".join(str(e.coordinates.conversation_seq) for e in value.entries)
+        return (
+            f"HistoryPage([{seqs}], has_more={value.has_more}, "
+            f"available={value.available_from}..{value.available_through})"
+        )
+    if isinstance(value, list):
+        return "[" + ", ".join(show(v) for v in value) + "]"
+    return repr(value)

@@ -1,0 +1,573 @@
+"""The oracle's eyes: every store call is applied to the model in lock step and compared.
+
+Theory of operation
+-------------------
+``StoreOracle`` holds the model's ``StoreState`` for one example. ``ObservedStore`` is a
+``MessageStore`` that wraps the real one; each call (made by a rule directly, or by a committer the
+harness runs) goes: gate (the scheduler's turn) -> armed fault -> model -> real store -> compare.
+
+* Calls are applied one at a time (the scheduler runs one worker between gates), so the model sees
+  exactly the order the backend saw.
+* ``failed-before``: the model is not applied, the real store is not called, the caller gets
+  UNAVAILABLE. ``response-lost``: the model and the real store are both applied and compared, then
+  the caller gets UNAVAILABLE instead of the answer.
+* A real *uncertain* error the harness did not inject (UNAVAILABLE, OUTCOME_UNKNOWN) is settled at
+  once by reading the key back: the durable state must be the model's state before the call or
+  after it; anything else is a partial write.
+* A refused write (the model expected an error and got it) is read back too: nothing may change.
+* A divergence raises ``HaltExample``, a ``BaseException`` carrying the ``Violation``: a committer
+  turns any ``Exception`` from its store into ``CommitError``, and must not swallow our verdict.
+
+After each step the machine calls ``observe`` on the keys the step touched: the backend's view of
+each key must equal the model's, and its rank must not have gone down (C-POST-08).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Any, TypeVar
+
+from conformance._faults import FAILED_BEFORE, RESPONSE_LOST, FaultKind
+from conformance._machine import RunContext
+from conformance._violations import HarnessEnvironmentError, Violation
+from conformance.commit._judge import exercised, refusal_rule, show, verdict
+from conformance.commit._vocabulary import key_name
+from impls.api import InMemoryMembership, MessageStore, Outbox
+from model.commit import (
+    ABSENT_RANK,
+    AuthenticatedSend,
+    CommitIntent,
+    CommitKey,
+    CommitStage,
+    CommittedMessage,
+    ConversationId,
+    FrozenDeliveryInput,
+    HistoryPage,
+    HistoryQuery,
+    LoadedCommit,
+    LoadedCommitted,
+    LoadedInFlight,
+    MessageCoordinates,
+    MessageStoreError,
+    OutboxPublication,
+    ReserveCandidate,
+    ReserveCommitted,
+    ReserveInFlight,
+    ReserveResult,
+    StoreCapabilities,
+    StoreErrorKind,
+    StoreState,
+    TimestampMillis,
+    is_valid_client_message_id,
+)
+from model.commit import (
+    history_page as model_history_page,
+)
+from model.commit import (
+    load_commit as model_load_commit,
+)
+from model.commit import (
+    load_commit_for_request as model_load_commit_for_request,
+)
+from model.commit import (
+    mark_committed as model_mark_committed,
+)
+from model.commit import (
+    mark_outbox_published as model_mark_outbox_published,
+)
+from model.commit import (
+    mark_published_and_committed as model_mark_published_and_committed,
+)
+from model.commit import (
+    put_record as model_put_record,
+)
+from model.commit import (
+    reserve as model_reserve,
+)
+from model.commit import (
+    scan_recoverable_commits as model_scan,
+)
+
+T = TypeVar("T")
+Gate = Callable[[], Awaitable[None]]
+
+_SETTLE_ATTEMPTS = 5
+
+
+class HaltExample(BaseException):
+    """Carries a ``Violation`` out through code that converts every ``Exception`` (a committer)."""
+
+    def __init__(self, violation: Violation) -> None:
+        super().__init__(violation.rule_id)
+        self.violation = violation
+
+
+class StoreOracle:
+    """The model state of one example, and the checks that compare the backend with it."""
+
+    def __init__(
+        self,
+        context: RunContext,
+        real: MessageStore,
+        membership: InMemoryMembership,
+        namespace: str,
+        note: Callable[[str], None],
+    ) -> None:
+        self.context = context
+        self.real = real
+        self.membership = membership
+        self.namespace = namespace
+        self.note = note
+        self.capabilities: StoreCapabilities = real.capabilities
+        self.state = StoreState()
+        self.armed: FaultKind | None = None  # a fault for the next store calls, whoever makes them
+        self.armed_calls = 0  # how many calls it still hits (an outage spans several)
+        self.violation: Violation | None = None
+        self.disturbances = 0  # faults injected plus uncertain outcomes seen: excuses RECOVERABLE
+        self.conversation_of: dict[CommitKey, ConversationId] = {}
+        self.first_coordinates: dict[CommitKey, MessageCoordinates] = {}
+        self.real_rank: dict[CommitKey, int] = {}
+        self.touched: set[CommitKey] = set()
+        self.last_op: dict[CommitKey, str] = {}
+        self.publications: dict[CommitKey, OutboxPublication] = {}
+        self.intents: dict[CommitKey, CommitIntent] = {}  # the intent each key was reserved with
+
+    # --- verdicts -------------------------------------------------------------------------
+
+    def fail(self, rule_id: str, message: str, **context: Any) -> HaltExample:
+        """Record the first violation of the example and return the signal that carries it."""
+        if self.violation is None:
+            rendered = {k: v if isinstance(v, str | int | None) else show(v) for k, v in context.items()}
+            self.violation = Violation(rule_id, message, rendered)
+        return HaltExample(self.violation)
+
+    # --- the lock step ----------------------------------------------------------------------
+
+    def arm(self, fault: FaultKind | None, calls: int = 1) -> None:
+        self.armed = fault
+        self.armed_calls = calls if fault is not None else 0
+
+    def take_fault(self) -> FaultKind | None:
+        fault = self.armed
+        if fault is not None:
+            self.armed_calls -= 1
+            if self.armed_calls <= 0:
+                self.arm(None)
+            self.context.inject(fault.name)
+            self.disturbances += 1
+        return fault
+
+    async def call_real(
+        self, op: str, key: CommitKey | None, call: Callable[[], Awaitable[T]]
+    ) -> T | MessageStoreError:
+        stats = self.context.stats
+        start = time.perf_counter()
+        try:
+            return await call()
+        except MessageStoreError as error:
+            if self.namespace in str(error):
+                raise self.fail(
+                    "C-ERR-01", f"{op} leaked a backend key name in its error: {str(error)[:120]!r}", op=op
+                ) from None
+            return error
+        except Exception as error:
+            raise self.fail(
+                "C-ERR-01",
+                f"{op} raised {type(error).__name__}, not MessageStoreError",
+                op=op,
+                key=key_name(key) if key else None,
+                error=repr(error)[:300],
+            ) from None
+        finally:
+            stats.backend_seconds += time.perf_counter() - start
+
+    async def write(
+        self,
+        gate: Gate | None,
+        op: str,
+        key: CommitKey,
+        conversation: ConversationId,
+        model: Callable[[StoreState], tuple[StoreState, Any]],
+        real: Callable[[], Awaitable[T]],
+    ) -> T:
+        if gate is not None:
+            await gate()
+        fault = self.take_fault()
+        before = self.state
+        after, expected = model(before)
+        name = key_name(key)
+        if fault is FAILED_BEFORE:
+            self.note(f"{op}({name}) -> injected failed-before: UNAVAILABLE, nothing applied")
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "injected: failed before it applied", key)
+        actual = await self.call_real(op, key, real)
+        self.note(f"{op}({name}) -> {show(actual)}   [model: {show(expected)}]")
+        if isinstance(actual, MessageStoreError) and actual.kind.is_uncertain:
+            self.disturbances += 1
+            await self.settle(op, key, conversation, before, after)
+        else:
+            self.judge(op, key, expected, actual)
+            self.advance(after, key, op)
+            if isinstance(expected, MessageStoreError):
+                await self.check_unchanged(op, key, conversation, expected.kind)
+        if fault is RESPONSE_LOST:
+            self.note(f"{op}({name}) -> injected response-lost: the caller sees UNAVAILABLE")
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "injected: response lost", key)
+        if isinstance(actual, MessageStoreError):
+            raise actual
+        return actual
+
+    async def read(
+        self,
+        gate: Gate | None,
+        op: str,
+        key: CommitKey | None,
+        model: Callable[[StoreState], Any],
+        real: Callable[[], Awaitable[T]],
+    ) -> T:
+        if gate is not None:
+            await gate()
+        fault = self.take_fault()
+        expected = model(self.state)
+        label = f"{op}({key_name(key)})" if key is not None else op
+        if fault is FAILED_BEFORE:
+            self.note(f"{label} -> injected failed-before: UNAVAILABLE")
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "injected: failed before it applied", key)
+        actual = await self.call_real(op, key, real)
+        self.note(f"{label} -> {show(actual)}   [model: {show(expected)}]")
+        if isinstance(actual, MessageStoreError) and actual.kind.is_uncertain:
+            self.disturbances += 1
+        else:
+            self.judge(op, key, expected, actual)
+        if fault is RESPONSE_LOST:
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "injected: response lost", key)
+        if isinstance(actual, MessageStoreError):
+            raise actual
+        return actual
+
+    def judge(self, op: str, key: CommitKey | None, expected: object, actual: object) -> None:
+        found = verdict(op, expected, actual)
+        if found is not None:
+            rule_id, message = found
+            where = f" for {key_name(key)}" if key is not None else ""
+            raise self.fail(
+                rule_id, message.replace(op, f"{op}{where}", 1), op=op, expected=expected, actual=actual
+            )
+        self.context.reach("rule:C-ERR-01")
+        for rule_id in exercised(op, expected):
+            self.context.reach(f"rule:{rule_id}")
+
+    def advance(self, after: StoreState, key: CommitKey, op: str) -> None:
+        """Adopt the model's next state; note what it reached for the coverage gate."""
+        self.state = after
+        entry = after.commits.get(key)
+        if entry is None:
+            return
+        self.conversation_of[key] = entry.conversation
+        self.first_coordinates.setdefault(key, entry.coordinates)
+        if entry.intent is not None:
+            self.intents.setdefault(key, entry.intent)
+        self.touched.add(key)
+        self.last_op[key] = op
+        self.context.reach(f"stage:{entry.stage.name}")
+
+    # --- reading the backend back --------------------------------------------------------------
+
+    async def load_real(
+        self, key: CommitKey, conversation: ConversationId
+    ) -> LoadedCommit | MessageStoreError | None:
+        """The backend's view of ``key``, retrying uncertain failures; no gate, no injected faults."""
+        last: MessageStoreError | None = None
+        for _ in range(_SETTLE_ATTEMPTS):
+            result = await self.call_real(
+                "load_commit", key, lambda: self.real.load_commit(key, conversation)
+            )
+            if not isinstance(result, MessageStoreError):
+                return result
+            if not result.kind.is_uncertain:
+                # A definite error must be the model's own (a key held by another conversation);
+                # the model's value then stands for it in the caller's comparisons.
+                expected = model_load_commit(self.state, key, conversation)
+                self.judge("load_commit", key, expected, result)
+                return expected
+            last = result
+        raise HarnessEnvironmentError(f"the backend stayed unavailable while reading a key back: {last}")
+
+    async def settle(
+        self, op: str, key: CommitKey, conversation: ConversationId, before: StoreState, after: StoreState
+    ) -> None:
+        """An uncertain outcome: the durable state must be the model's before or after, nothing else."""
+        conversation = self._conversation(key, conversation, before, after)
+        real = await self.load_real(key, conversation)
+        if real == model_load_commit(after, key, conversation):
+            self.note(f"  settled: {op} applied")
+            self.advance(after, key, op)
+        elif real == model_load_commit(before, key, conversation):
+            self.note(f"  settled: {op} did not apply")
+        else:
+            raise self.fail(
+                "C-POST-05" if op == "mark_published_and_committed" else "C-POST-03",
+                f"{op} for {key_name(key)} failed uncertainly and left {show(real)}: neither the state "
+                f"before ({show(model_load_commit(before, key, conversation))}) nor after "
+                f"({show(model_load_commit(after, key, conversation))})",
+                op=op,
+            )
+        self.context.reach("settled-uncertain")
+
+    async def check_unchanged(
+        self, op: str, key: CommitKey, conversation: ConversationId, kind: StoreErrorKind
+    ) -> None:
+        """C-POST-05, C-ERR-04: a refused write leaves nothing behind."""
+        if not is_valid_client_message_id(key.client_message_id):
+            return  # such a key cannot be read back either
+        conversation = self.conversation_of.get(key, conversation)
+        real = await self.load_real(key, conversation)
+        expected = model_load_commit(self.state, key, conversation)
+        if real != expected:
+            raise self.fail(
+                refusal_rule(op, kind),
+                f"{op} for {key_name(key)} was refused ({kind.value}) but left a partial write: "
+                f"{show(real)} instead of {show(expected)}",
+                op=op,
+                expected=expected,
+                actual=real,
+            )
+
+    async def observe(self, key: CommitKey) -> None:
+        """After a step: the backend's view equals the model's, and never moved backwards."""
+        conversation = self.conversation_of.get(key)
+        if conversation is None:
+            return
+        real = await self.load_real(key, conversation)
+        expected = model_load_commit(self.state, key, conversation)
+        rank = _rank(real)
+        previous = self.real_rank.get(key, ABSENT_RANK)
+        if rank < previous:
+            raise self.fail(
+                "C-POST-08",
+                f"{key_name(key)} went backwards: rank {previous} -> {rank} ({show(real)})",
+                expected=expected,
+                actual=real,
+            )
+        self.real_rank[key] = rank
+        if real != expected:
+            found = verdict("load_commit", expected, real)
+            rule_id = found[0] if found else "C-POST-03"
+            if (
+                rule_id in ("C-PRE-09", "C-POST-03")
+                and self.last_op.get(key) == "mark_published_and_committed"
+            ):
+                rule_id = "C-POST-05"
+            raise self.fail(
+                rule_id,
+                f"after {self.last_op.get(key, 'a step')}, {key_name(key)} reads back as {show(real)}; "
+                f"the model holds {show(expected)}",
+                expected=expected,
+                actual=real,
+            )
+
+    def _conversation(
+        self, key: CommitKey, hint: ConversationId, before: StoreState, after: StoreState
+    ) -> ConversationId:
+        for state in (before, after):
+            entry = state.commits.get(key)
+            if entry is not None:
+                return entry.conversation
+        return hint
+
+    # --- acknowledgements -----------------------------------------------------------------------
+
+    def check_ack(self, key: CommitKey, ack: CommittedMessage, how: str) -> None:
+        """C-POST-10, C-ERR-03, C-POST-01: an ACK only for a COMMITTED key, equal to the model's."""
+        entry = self.state.commits.get(key)
+        if entry is None or entry.publication is None or entry.stage is not CommitStage.COMMITTED:
+            stage = "absent" if entry is None else entry.stage.name
+            raise self.fail(
+                "C-POST-10", f"{how} for {key_name(key)} returned an ACK while the key is {stage}", actual=ack
+            )
+        expected = entry.committed_message(key)
+        if ack != expected:
+            rule_id = "C-POST-01" if ack.coordinates != expected.coordinates else "C-POST-10"
+            raise self.fail(
+                rule_id,
+                f"{how} for {key_name(key)} acknowledged {show(ack)}; the store holds {show(expected)}",
+                expected=expected,
+                actual=ack,
+            )
+        first = self.first_coordinates.get(key)
+        if first is not None and ack.coordinates != first:
+            raise self.fail(
+                "C-POST-01", f"{key_name(key)} was acknowledged with new coordinates {show(ack.coordinates)}"
+            )
+        self.context.reach("rule:C-POST-10")
+
+
+def _rank(loaded: LoadedCommit | MessageStoreError | None) -> int:
+    if loaded is None or isinstance(loaded, MessageStoreError):
+        return ABSENT_RANK
+    if isinstance(loaded, LoadedCommitted):
+        return CommitStage.COMMITTED.rank
+    return loaded.stage.rank
+
+
+class ObservedStore:
+    """A ``MessageStore`` seen through the oracle; one per worker (each has its own gate)."""
+
+    def __init__(self, oracle: StoreOracle, gate: Gate | None = None) -> None:
+        self._oracle = oracle
+        self._real = oracle.real
+        self._gate = gate
+        self.first_seen: dict[CommitKey, str] = {}  # the stage each key was first read at (coverage)
+
+    def _seen(self, key: CommitKey, result: object) -> None:
+        if isinstance(result, ReserveInFlight | LoadedInFlight):
+            self.first_seen.setdefault(key, result.stage.name)
+        elif isinstance(result, ReserveCommitted | LoadedCommitted):
+            self.first_seen.setdefault(key, CommitStage.COMMITTED.name)
+
+    @property
+    def capabilities(self) -> StoreCapabilities:
+        return self._oracle.capabilities
+
+    async def reserve(
+        self, request: AuthenticatedSend, delivery: FrozenDeliveryInput, candidate: ReserveCandidate
+    ) -> ReserveResult:
+        result: ReserveResult = await self._oracle.write(
+            self._gate,
+            "reserve",
+            request.commit_key,
+            request.conversation,
+            lambda s: model_reserve(s, request, delivery, candidate),
+            lambda: self._real.reserve(request, delivery, candidate),
+        )
+        self._seen(request.commit_key, result)
+        return result
+
+    async def put_record(self, intent: CommitIntent) -> None:
+        await self._oracle.write(
+            self._gate,
+            "put_record",
+            intent.key,
+            intent.conversation,
+            lambda s: model_put_record(s, intent),
+            lambda: self._real.put_record(intent),
+        )
+
+    async def mark_outbox_published(self, intent: CommitIntent, publication: OutboxPublication) -> None:
+        await self._oracle.write(
+            self._gate,
+            "mark_outbox_published",
+            intent.key,
+            intent.conversation,
+            lambda s: model_mark_outbox_published(s, intent, publication),
+            lambda: self._real.mark_outbox_published(intent, publication),
+        )
+
+    async def mark_published_and_committed(
+        self, intent: CommitIntent, publication: OutboxPublication
+    ) -> CommittedMessage:
+        return await self._oracle.write(
+            self._gate,
+            "mark_published_and_committed",
+            intent.key,
+            intent.conversation,
+            lambda s: model_mark_published_and_committed(s, intent, publication),
+            lambda: self._real.mark_published_and_committed(intent, publication),
+        )
+
+    async def mark_committed(self, intent: CommitIntent) -> CommittedMessage:
+        return await self._oracle.write(
+            self._gate,
+            "mark_committed",
+            intent.key,
+            intent.conversation,
+            lambda s: model_mark_committed(s, intent),
+            lambda: self._real.mark_committed(intent),
+        )
+
+    async def load_commit(self, key: CommitKey, conversation_id: ConversationId) -> LoadedCommit | None:
+        result: LoadedCommit | None = await self._oracle.read(
+            self._gate,
+            "load_commit",
+            key,
+            lambda s: model_load_commit(s, key, conversation_id),
+            lambda: self._real.load_commit(key, conversation_id),
+        )
+        self._seen(key, result)
+        return result
+
+    async def load_commit_for_request(self, request: AuthenticatedSend) -> LoadedCommit | None:
+        result: LoadedCommit | None = await self._oracle.read(
+            self._gate,
+            "load_commit_for_request",
+            request.commit_key,
+            lambda s: model_load_commit_for_request(s, request),
+            lambda: self._real.load_commit_for_request(request),
+        )
+        self._seen(request.commit_key, result)
+        return result
+
+    async def scan_recoverable_commits(
+        self, older_than: TimestampMillis, max_items: int
+    ) -> list[CommitIntent]:
+        return await self._oracle.read(
+            self._gate,
+            "scan_recoverable_commits",
+            None,
+            lambda s: model_scan(s, older_than, max_items),
+            lambda: self._real.scan_recoverable_commits(older_than, max_items),
+        )
+
+    async def history_page(self, query: HistoryQuery) -> HistoryPage:
+        members = self._oracle.membership.snapshot(query.tenant, query.conversation)
+        return await self._oracle.read(
+            self._gate,
+            "history_page",
+            None,
+            lambda s: model_history_page(s, query, members),
+            lambda: self._real.history_page(query),
+        )
+
+    async def readiness(self) -> None:
+        if self._gate is not None:
+            await self._gate()
+        result = await self._oracle.call_real("readiness", None, self._real.readiness)
+        if isinstance(result, MessageStoreError):
+            raise result
+
+    async def close(self) -> None:
+        """The harness owns the real store's lifetime; a committer never closes it."""
+
+
+class ObservedOutbox:
+    """The real outbox behind a worker's gate; the first publication per key must stick."""
+
+    def __init__(self, oracle: StoreOracle, real: Outbox, gate: Gate | None = None) -> None:
+        self._oracle = oracle
+        self._real = real
+        self._gate = gate
+
+    async def publish(self, intent: CommitIntent) -> OutboxPublication:
+        if self._gate is not None:
+            await self._gate()
+        oracle = self._oracle
+        result = await oracle.call_real("outbox.publish", intent.key, lambda: self._real.publish(intent))
+        oracle.note(f"outbox.publish({key_name(intent.key)}) -> {show(result)}")
+        if isinstance(result, MessageStoreError):
+            if result.kind.is_uncertain:
+                oracle.disturbances += 1
+            raise result
+        first = oracle.publications.setdefault(intent.key, result)
+        if result != first:
+            raise oracle.fail(
+                "C-POST-07",
+                f"the outbox published {key_name(intent.key)} twice as different entries "
+                f"({show(first)}, then {show(result)})",
+            )
+        return result
+
+    async def readiness(self) -> None:
+        await self._real.readiness()
+
+    async def close(self) -> None:
+        """The harness closes the real outbox."""

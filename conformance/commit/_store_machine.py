@@ -1,0 +1,342 @@
+"""Store level: every ``MessageStore`` call beside the model, outcomes compared exactly.
+
+Each rule is one store call (or one change to the world around the store: membership, clock, an
+armed fault). The call goes through ``ObservedStore``, which applies the model in lock step and
+judges the outcome; after each step the keys the step wrote are read back (``observe``).
+
+Rule arguments are names from ``_vocabulary`` so the shrunk program reads as a script::
+
+    reserve(key='t1/alice/m1', variant='same')
+    arm_store_fault(kind='response-lost')
+    put_record(key='t1/alice/m1')
+
+Keys that a ``reserve`` created go into the ``reserved`` bundle, which the transition rules draw
+from, so deep stages are reached within a few steps. Capabilities are preconditions: the atomic
+``mark_published_and_committed`` rule only runs on stores that declare it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Awaitable
+from typing import Any
+
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, initialize, multiple, precondition, rule
+
+from conformance._faults import FAILED_BEFORE, RESPONSE_LOST
+from conformance._machine import ConformanceMachine, step
+from conformance.commit import _vocabulary as v
+from conformance.commit._oracle import HaltExample, ObservedStore, StoreOracle
+from conformance.commit._target import CommitTarget
+from impls.api import InMemoryMembership, MessageStore
+from model.commit import MAX_SCAN_ITEMS, CommitIntent, CommitKey, CommitStage, MessageStoreError
+
+KEYS = st.sampled_from(v.KEYS)
+# The store level plays on fewer keys than the commit level: repeats and conflicts need collisions.
+STORE_KEYS = st.sampled_from(v.STORE_KEYS)
+CONVERSATIONS = st.sampled_from(v.CONVERSATIONS)
+# Half the time a true retry, half the time one identity field changed (a conflict, C-PRE-03).
+VARIANTS = st.one_of(st.just("same"), st.sampled_from(v.CONFLICT_VARIANTS))
+INVALID_CALLS = (
+    *(f"reserve:{p}" for p in v.RESERVE_PROBLEMS),
+    f"scan:{0}",
+    f"scan:{MAX_SCAN_ITEMS + 1}",
+    *(f"history:{p}" for p in v.HISTORY_PROBLEMS),
+)
+STORE_FAULTS = {RESPONSE_LOST.name: RESPONSE_LOST, FAILED_BEFORE.name: FAILED_BEFORE}
+
+
+class CommitWorld(ConformanceMachine):
+    """What both commit-family machines share: a store on a fresh namespace, the oracle, the world."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        target: CommitTarget = self.context.target
+        self.namespace = self.context.new_namespace()
+        self.membership = InMemoryMembership()
+        self.member_sets: dict[tuple[str, str], str] = {}
+        self.member_versions: dict[tuple[str, str], int] = {}
+        for tenant in v.TENANTS:
+            for conversation in v.CONVERSATIONS:
+                self._set_members(tenant, conversation, v.INITIAL_MEMBERS)
+        self.now = v.T0
+        self.real: MessageStore | None = None
+        self.real = self.run(target.open_store(self.namespace, self.membership))
+        self.oracle = StoreOracle(self.context, self.real, self.membership, self.namespace, self.note)
+        details = self.context.stats.details
+        details.setdefault(
+            "atomic_publish_and_commit", str(self.oracle.capabilities.atomic_publish_and_commit)
+        )
+        details.setdefault("store_type", f"{type(self.real).__module__}.{type(self.real).__qualname__}")
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def _set_members(self, tenant: str, conversation: str, members: str) -> None:
+        ref = (tenant, conversation)
+        self.member_sets[ref] = members
+        self.member_versions[ref] = self.member_versions.get(ref, 0) + 1
+        self.membership.set_members(tenant, conversation, v.MEMBER_SETS[members])
+
+    def members_version(self, tenant: str, conversation: str) -> tuple[frozenset[str], int]:
+        """Current members and their version (the harness set both, so no directory call)."""
+        version = self.member_versions.get((tenant, conversation), 0)
+        return self.membership.snapshot(tenant, conversation), version
+
+    def call(self, coro: Awaitable[Any]) -> Any:
+        """Drive one store call and read back what it wrote, in one turn of the event loop.
+
+        The oracle already judged the call, so a refusal is just None here.
+        """
+        try:
+            return self.run(self._then_observe(coro))
+        except HaltExample as halt:
+            raise halt.violation from None
+        finally:
+            if self.oracle.violation is not None:
+                raise self.oracle.violation  # the first violation wins over anything else
+
+    async def _then_observe(self, coro: Awaitable[Any]) -> Any:
+        try:
+            result = await coro
+        except MessageStoreError:
+            result = None
+        await self.observe_touched()
+        return result
+
+    async def observe_touched(self) -> None:
+        """After a step: each key it wrote reads back as the model holds it (C-POST-08 and the rest)."""
+        oracle = self.oracle
+        while oracle.touched:
+            touched = sorted(oracle.touched, key=CommitKey.sort_key)
+            oracle.touched.clear()
+            for key in touched:
+                await oracle.observe(key)
+
+    def after_step(self) -> None:
+        if self.oracle.touched:
+            self.call(self.observe_touched())
+
+    def read_all_history(self, store: ObservedStore) -> None:
+        for tenant, conversation in sorted(self.oracle.state.history):
+            members = sorted(self.membership.snapshot(tenant, conversation))
+            if not members:
+                continue
+            for as_of in (self.now, self.now + v.DAY_MS):
+                query = v.history_query(tenant, conversation, members[0], "after", None, 100, 1 << 20, as_of)
+                self.call(store.history_page(query))
+
+    def close(self) -> None:
+        if self.real is not None:
+            real, self.real = self.real, None
+            with contextlib.suppress(MessageStoreError):
+                self.run(real.close())
+
+
+class StoreMachine(CommitWorld):
+    reserved = Bundle("reserved")
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.store = ObservedStore(self.oracle)
+
+    def _intent(self, key: str) -> CommitIntent:
+        commit_key = v.parse_key(key)
+        intent = self.oracle.intents.get(commit_key)
+        return intent if intent is not None else v.never_reserved_intent(commit_key)
+
+    # --- reserve -------------------------------------------------------------------------------
+
+    @rule(target=reserved, key=STORE_KEYS, variant=VARIANTS)
+    @step
+    def reserve(self, key: str, variant: str) -> Any:
+        """C-POST-01, C-PRE-03: a new key allocates once; a repeat returns the stored intent."""
+        return self._reserve(key, variant)
+
+    def _reserve(self, key: str, variant: str) -> Any:
+        commit_key = v.parse_key(key)
+        existed = commit_key in self.oracle.state.commits
+        send = v.request(commit_key, variant)
+        conversation = send.conversation
+        members, version = self.members_version(commit_key.tenant, conversation)
+        self.call(
+            self.store.reserve(send, v.delivery(conversation, members, version), v.candidate(send, self.now))
+        )
+        created = not existed and commit_key in self.oracle.state.commits
+        return key if created else multiple()
+
+    @initialize(target=reserved, key=STORE_KEYS)
+    @step
+    def first_reserve(self, key: str) -> Any:
+        """Every example starts with one reservation, so the transition rules have a key at once."""
+        return self._reserve(key, "same")
+
+    @rule(key=STORE_KEYS, call=st.sampled_from(INVALID_CALLS))
+    @step
+    def invalid_call(self, key: str, call: str) -> None:
+        """C-ERR-04: a call out of contract in exactly one way is INVALID_ARGUMENT and writes nothing."""
+        operation, _, problem = call.partition(":")
+        if operation == "reserve":
+            commit_key = v.parse_key(key)
+            members = self.membership.snapshot(commit_key.tenant, v.home_conversation(commit_key))
+            send, frozen, cand = v.invalid_reserve(commit_key, problem, members, self.now)
+            self.call(self.store.reserve(send, frozen, cand))
+        elif operation == "scan":
+            self.call(self.store.scan_recoverable_commits(self.now, int(problem)))
+        else:
+            self.call(self.store.history_page(v.invalid_history_query(problem, self.now)))
+
+    # --- stage transitions ---------------------------------------------------------------------
+
+    @rule(
+        key=reserved,
+        publication=st.sampled_from(v.PUBLICATIONS),
+        path=st.sampled_from(("atomic", "two-step")),
+    )
+    @step
+    def advance_commit(self, key: str, publication: str, path: str) -> None:
+        """The call a committer would make next for ``key`` (reaches deep stages in few steps)."""
+        commit_key = v.parse_key(key)
+        intent = self._intent(key)
+        entry = self.oracle.state.commits.get(commit_key)
+        stage = entry.stage if entry is not None else CommitStage.RESERVED
+        pub = v.publication(publication)
+        atomic = path == "atomic" and self.oracle.capabilities.atomic_publish_and_commit
+        if stage is CommitStage.RESERVED:
+            self.call(self.store.put_record(intent))
+        elif stage is CommitStage.RECORDED and atomic:
+            self.call(self.store.mark_published_and_committed(intent, pub))
+        elif stage is CommitStage.RECORDED:
+            self.call(self.store.mark_outbox_published(intent, pub))
+        else:
+            self.call(self.store.mark_committed(intent))
+
+    @rule(key=reserved)
+    @step
+    def put_record(self, key: str) -> None:
+        self.call(self.store.put_record(self._intent(key)))
+
+    @rule(key=reserved, publication=st.sampled_from(v.PUBLICATIONS))
+    @step
+    def mark_outbox_published(self, key: str, publication: str) -> None:
+        self.call(self.store.mark_outbox_published(self._intent(key), v.publication(publication)))
+
+    @precondition(lambda self: self.oracle.capabilities.atomic_publish_and_commit)
+    @rule(key=reserved, publication=st.sampled_from(v.PUBLICATIONS))
+    @step
+    def mark_published_and_committed(self, key: str, publication: str) -> None:
+        self.call(self.store.mark_published_and_committed(self._intent(key), v.publication(publication)))
+
+    @rule(key=reserved)
+    @step
+    def mark_committed(self, key: str) -> None:
+        self.call(self.store.mark_committed(self._intent(key)))
+
+    @rule(
+        op=st.sampled_from(
+            ("put_record", "mark_outbox_published", "mark_published_and_committed", "mark_committed")
+        ),
+        key=STORE_KEYS,
+        intent=st.sampled_from(v.INTENT_VARIANTS[1:]),
+    )
+    @step
+    def transition_with_other_intent(self, op: str, key: str, intent: str) -> None:
+        """C-PRE-02, C-POST-03: an intent other than the reserved one is refused and changes nothing."""
+        if intent == "unknown-key":
+            chosen = v.never_reserved_intent(v.UNKNOWN_KEY)
+        else:
+            chosen = v.intent_variant(self._intent(key), intent)
+        pub = v.publication("p1")
+        if op == "put_record":
+            self.call(self.store.put_record(chosen))
+        elif op == "mark_outbox_published":
+            self.call(self.store.mark_outbox_published(chosen, pub))
+        elif op == "mark_committed":
+            self.call(self.store.mark_committed(chosen))
+        elif self.oracle.capabilities.atomic_publish_and_commit:
+            self.call(self.store.mark_published_and_committed(chosen, pub))
+        else:
+            self.note("mark_published_and_committed skipped: the store is not atomic")
+
+    # --- reads ---------------------------------------------------------------------------------
+
+    @rule(key=reserved, conversation=st.sampled_from(("own", "other")))
+    @step
+    def load_commit(self, key: str, conversation: str) -> None:
+        """C-PRE-09: the key read in its own conversation, or in the other one (a conflict)."""
+        commit_key = v.parse_key(key)
+        own = self.oracle.conversation_of.get(commit_key, v.home_conversation(commit_key))
+        self.call(
+            self.store.load_commit(commit_key, own if conversation == "own" else v.other_conversation(own))
+        )
+
+    @rule(key=STORE_KEYS, variant=VARIANTS)
+    @step
+    def load_commit_for_request(self, key: str, variant: str) -> None:
+        self.call(self.store.load_commit_for_request(v.request(v.parse_key(key), variant)))
+
+    @rule(
+        older_than=st.sampled_from(("now", "after-now", "before-start")),
+        max_items=st.sampled_from((1, 2, 1000)),
+    )
+    @step
+    def scan_recoverable_commits(self, older_than: str, max_items: int) -> None:
+        moment = {"now": self.now, "after-now": self.now + 1, "before-start": v.T0}[older_than]
+        self.call(self.store.scan_recoverable_commits(moment, max_items))
+
+    @rule(
+        key=reserved,
+        actor=st.sampled_from(v.READERS),
+        direction=st.sampled_from(("before", "after")),
+        anchor=st.sampled_from(v.ANCHORS),
+        limit=st.sampled_from(v.LIMITS),
+        max_bytes=st.sampled_from(v.BYTE_LIMITS),
+    )
+    @step
+    def history_page(
+        self, key: str, actor: str, direction: str, anchor: int | None, limit: int, max_bytes: int
+    ) -> None:
+        """A page of the conversation a reserved key was sent to (C-PRE-05, C-POST-11)."""
+        commit_key = v.parse_key(key)
+        conversation = self.oracle.conversation_of.get(commit_key, v.home_conversation(commit_key))
+        query = v.history_query(
+            commit_key.tenant, conversation, actor, direction, anchor, limit, max_bytes, self.now
+        )
+        self.call(self.store.history_page(query))
+
+    # --- the world -----------------------------------------------------------------------------
+
+    @rule(
+        tenant=st.sampled_from(v.TENANTS),
+        conversation=CONVERSATIONS,
+        members=st.sampled_from(tuple(v.MEMBER_SETS)),
+    )
+    @step
+    def set_members(self, tenant: str, conversation: str, members: str) -> None:
+        self._set_members(tenant, conversation, members)
+
+    @rule(ms=st.sampled_from(v.CLOCK_STEPS_MS))
+    @step
+    def advance_clock(self, ms: int) -> None:
+        self.now += ms
+        self.context.inject("clock-advance")
+
+    @rule(kind=st.sampled_from(tuple(STORE_FAULTS)), calls=st.sampled_from((1, 3)))
+    @step
+    def arm_store_fault(self, kind: str, calls: int) -> None:
+        """The next store call fails: after applying (response-lost) or before (failed-before)."""
+        if self.context.faults.allows(kind):
+            self.oracle.arm(STORE_FAULTS[kind], calls)
+
+    # --- the end -------------------------------------------------------------------------------
+
+    def at_quiescence(self) -> None:
+        """Every key reads back as the model holds it; the recovery candidates are exactly the model's;
+        every conversation's history reads as the model's now and a day later (expiry, C-POST-05)."""
+        self.oracle.arm(None)
+        self.call(self.store.readiness())
+        for key in sorted(self.oracle.conversation_of, key=CommitKey.sort_key):
+            self.call(self.oracle.observe(key))
+        self.call(self.store.scan_recoverable_commits(self.now + 1, MAX_SCAN_ITEMS))
+        self.read_all_history(self.store)

@@ -1,0 +1,161 @@
+"""Registers the commit family: its backends (conformance/backends.py) and its two suites.
+
+``store``: every ``MessageStore`` call beside the model (``_store_machine``).
+``commit``: ``MessageCommitter`` + store + outbox under crashes, lost responses and interleavings
+(``_commit_machine``).
+
+Each suite's coverage targets are its ``sometimes`` properties: the run fails its gate unless every
+rule ran, every fault kind was injected, every fault point on the store's path was crashed at,
+every commit stage was reached and every listed contract rule was exercised.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from conformance._faults import (
+    CLOCK_ADVANCE,
+    CRASH,
+    FAILED_BEFORE,
+    INTERLEAVE,
+    RECOVERY_SWEEP,
+    RESPONSE_LOST,
+    FaultPointSpec,
+    register_fault_point,
+)
+from conformance._machine import ConformanceMachine, SuiteStats, step_names
+from conformance._suites import BackendUnderTest, Family, Suite, register_family, register_suite
+from conformance.backends import COMMIT_BACKENDS
+from conformance.commit._target import CommitTarget
+from model.commit import CommitStage, FaultPoint, StoreCapabilities, fault_points_for
+
+# docs/faults.md holds the full text; these lines are what `conformance faults` prints.
+FAULT_POINT_TEXT = {
+    FaultPoint.M_COMMIT_01: "request validated and frozen; nothing durable yet",
+    FaultPoint.M_COMMIT_02: "reserve durable (RESERVED, coordinates allocated); record not written",
+    FaultPoint.M_COMMIT_03: "record durable (RECORDED); nothing published",
+    FaultPoint.M_COMMIT_04: "outbox durably acked; the store does not know the publication yet",
+    FaultPoint.M_COMMIT_05: "OUTBOXED durable (two-step path only); not committed",
+    FaultPoint.M_COMMIT_06: "COMMITTED durable; the ACK has not reached the client",
+}
+for _point, _text in FAULT_POINT_TEXT.items():
+    register_fault_point(FaultPointSpec(_point.value, "commit", _text))
+
+STORE_RULES = (
+    "C-PRE-02",
+    "C-PRE-03",
+    "C-PRE-04",
+    "C-PRE-05",
+    "C-PRE-09",
+    "C-POST-01",
+    "C-POST-02",
+    "C-POST-03",
+    "C-POST-11",
+    "C-ERR-01",
+    "C-ERR-04",
+)
+ATOMIC_STORE_RULES = ("C-POST-04", "C-POST-05")
+COMMIT_RULES = (
+    "C-PRE-01",
+    "C-PRE-03",
+    "C-PRE-05",
+    "C-PRE-08",
+    "C-POST-10",
+    "C-ERR-01",
+    "C-ERR-02",
+    "C-ERR-03",
+)
+
+
+def _capabilities(stats: SuiteStats) -> StoreCapabilities:
+    return StoreCapabilities(stats.details.get("atomic_publish_and_commit") == "True")
+
+
+def _common_targets(
+    stats: SuiteStats, machine: type[ConformanceMachine], rules: tuple[str, ...]
+) -> dict[str, str]:
+    targets = {f"step:{name}": "this rule never ran" for name in step_names(machine)}
+    targets.update({f"stage:{s.name}": f"no commit reached {s.name}" for s in CommitStage})
+    targets.update({f"rule:{r}": f"no step exercised {r}" for r in rules})
+    return targets
+
+
+def _store_machine() -> type[ConformanceMachine]:
+    from conformance.commit._store_machine import StoreMachine
+
+    return StoreMachine
+
+
+def _commit_machine() -> type[ConformanceMachine]:
+    from conformance.commit._commit_machine import CommitMachine
+
+    return CommitMachine
+
+
+def store_targets(stats: SuiteStats) -> Mapping[str, str]:
+    atomic = _capabilities(stats).atomic_publish_and_commit
+    rules = STORE_RULES + (ATOMIC_STORE_RULES if atomic else ())
+    targets = _common_targets(stats, _store_machine(), rules)
+    if not atomic:
+        targets.pop("step:mark_published_and_committed", None)
+    for kind in (RESPONSE_LOST, FAILED_BEFORE, CLOCK_ADVANCE):
+        targets[f"fault:{kind.name}"] = f"no {kind.name} fault was injected"
+    return targets
+
+
+def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
+    capabilities = _capabilities(stats)
+    targets = _common_targets(stats, _commit_machine(), COMMIT_RULES)
+    for kind in (RESPONSE_LOST, FAILED_BEFORE, CRASH, INTERLEAVE, RECOVERY_SWEEP, CLOCK_ADVANCE):
+        targets[f"fault:{kind.name}"] = f"no {kind.name} fault was injected"
+    for point in fault_points_for(capabilities):
+        targets[f"crash-at:{point.value}"] = (
+            f"no committer was killed at {point.value} ({FAULT_POINT_TEXT[point]})"
+        )
+    resumable = [CommitStage.RESERVED, CommitStage.RECORDED, CommitStage.COMMITTED]
+    if not capabilities.atomic_publish_and_commit:
+        resumable.append(CommitStage.OUTBOXED)
+    else:
+        targets.pop(f"stage:{CommitStage.OUTBOXED.name}")  # the atomic path never stops there
+    for stage in resumable:
+        targets[f"continued-from:{stage.name}"] = f"no new committer finished a commit found {stage.name}"
+    targets["recovered"] = "no recovery sweep finished a due commit"
+    targets["concurrent-acknowledged"] = "no interleaving of committers ended in an ACK"
+    targets["quiescent-all-committed"] = "no example ended with every reserved key committed"
+    return targets
+
+
+def _named_backends() -> Mapping[str, BackendUnderTest]:
+    return {
+        name: BackendUnderTest(
+            name, "commit", {"store": spec.store_factory, "outbox": spec.outbox_factory}, spec.service
+        )
+        for name, spec in COMMIT_BACKENDS.items()
+    }
+
+
+COMMIT_FAMILY = register_family(Family("commit", _named_backends, ("store", "outbox")))
+
+STORE_SUITE = register_suite(
+    Suite(
+        name="store",
+        family="commit",
+        description="every MessageStore call beside the model; lost responses and failed calls",
+        fault_kinds=(RESPONSE_LOST, FAILED_BEFORE, CLOCK_ADVANCE),
+        machine=_store_machine,
+        make_target=CommitTarget.of,
+        coverage_targets=store_targets,
+    )
+)
+
+COMMIT_SUITE = register_suite(
+    Suite(
+        name="commit",
+        family="commit",
+        description="MessageCommitter + store + outbox: crashes, lost responses, interleavings, recovery",
+        fault_kinds=(RESPONSE_LOST, FAILED_BEFORE, CRASH, INTERLEAVE, RECOVERY_SWEEP, CLOCK_ADVANCE),
+        machine=_commit_machine,
+        make_target=CommitTarget.of,
+        coverage_targets=commit_targets,
+    )
+)

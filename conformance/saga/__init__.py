@@ -1,0 +1,1 @@
+"""The saga family: runtime-level suite over any SagaBackend, the model beside it."""

@@ -1,0 +1,41 @@
+"""Fault kinds of the saga suites (registered in the shared catalog of conformance/_faults.py)."""
+
+from conformance._faults import FaultKind, register_fault_kind
+
+COMMIT_ROLLED_BACK = register_fault_kind(
+    FaultKind("commit-rolled-back", "a local transaction failed before COMMIT")
+)
+COMMIT_UNKNOWN = register_fault_kind(
+    FaultKind("commit-unknown", "COMMIT was sent and its answer lost (applied or not)")
+)
+ACK_LOST = register_fault_kind(
+    FaultKind("ack-lost", "a delivery committed but its ACK was lost; redelivered")
+)
+DUPLICATE = register_fault_kind(FaultKind("duplicate", "an envelope delivered again after it was absorbed"))
+REORDER = register_fault_kind(FaultKind("reorder", "an envelope delivered ahead of earlier ones"))
+FORGED = register_fault_kind(FaultKind("forged", "a result with a wrong owner, digest or untrusted producer"))
+EFFECT_UNCERTAIN = register_fault_kind(
+    FaultKind("effect-uncertain", "a participant's external effect left unknown")
+)
+LEASE_LOST = register_fault_kind(
+    FaultKind("lease-lost", "a timer worker's lease taken over while it holds its token")
+)
+RELAY_CRASH = register_fault_kind(
+    FaultKind("relay-crash", "an outbox relay died between publishing and recording")
+)
+LIFECYCLE_RACE = register_fault_kind(
+    FaultKind("lifecycle-race", "a catalog lifecycle move between starts and results")
+)
+
+SAGA_FAULTS = (
+    COMMIT_ROLLED_BACK,
+    COMMIT_UNKNOWN,
+    ACK_LOST,
+    DUPLICATE,
+    REORDER,
+    FORGED,
+    EFFECT_UNCERTAIN,
+    LEASE_LOST,
+    RELAY_CRASH,
+    LIFECYCLE_RACE,
+)

@@ -1,0 +1,1 @@
+"""Deliberately broken stores: the harness must catch each one (tests/conformance/test_examples.py)."""

@@ -1,0 +1,511 @@
+"""The orchestrator: catalog, starts, results, timers, relay and management over a backend.
+
+Every public method is one atomic unit (``_unit.run_unit``): it reads what it needs, decides
+with the model's step policy (``model.saga.react``) and derived identities, and writes its
+rows in the same transaction (S-ORCH-02). Verification of a result happens before the
+inbox claim, so a refused message never occupies a dedupe key (S-ORCH-01). Timer writes
+go through the backend's fenced operations and the runtime trusts their answer, never a
+fence it checked itself (S-TIMER-01, S-TIMER-02).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from model.saga import (
+    ACTION_TARGET,
+    TERMINAL_STATUSES,
+    AlreadyExists,
+    AlreadyPublished,
+    AttemptTimedOut,
+    CatalogEntry,
+    ChangeLifecycle,
+    ClaimOutcome,
+    CommandEnvelope,
+    CommandPublished,
+    DefinitionArtifact,
+    DefinitionConflict,
+    DefinitionKey,
+    DefinitionNotLoadable,
+    DefinitionNotStartable,
+    DefinitionReference,
+    DigestMismatch,
+    DuplicateResult,
+    EligibilityRevoked,
+    FireOutcome,
+    IllegalLifecycleTransition,
+    InstanceNotReleasable,
+    InstanceReleased,
+    InvalidDefinition,
+    JournalEntry,
+    Lifecycle,
+    LifecycleAction,
+    LifecycleChanged,
+    LifecycleOutcome,
+    LifecycleUnchanged,
+    MessageRefused,
+    NoSuchTimer,
+    OutcomeUnknown,
+    PayloadRejected,
+    Published,
+    PublishOutcome,
+    QuotaExhausted,
+    Reaction,
+    ReferenceKind,
+    ReferenceRecorded,
+    ReferenceReleased,
+    RefusalReason,
+    ResultApplied,
+    ResultEnvelope,
+    ResultOutcome,
+    RetirementBlocked,
+    RolledBack,
+    SagaInstance,
+    StaleFencingToken,
+    StaleResult,
+    StartConflict,
+    Started,
+    StartOutcome,
+    StartSaga,
+    StepAnswered,
+    TimerClaimed,
+    TimerFired,
+    TimerLeased,
+    TimerNotDue,
+    TimerObsolete,
+    TimerReleased,
+    TimerRenewed,
+    UnknownCommand,
+    UnknownDefinition,
+    UnknownReference,
+    UnknownSaga,
+    admit_payload,
+    admits_new_start,
+    canonical_document,
+    definition_digest,
+    definition_problems,
+    is_loadable,
+    next_lifecycle,
+    react,
+    result_message_id_for,
+    saga_id_for,
+    start_digest_for,
+    timer_id_for,
+)
+from model.saga._instance import begin
+
+from . import codec
+from ._backend import (
+    CommandOutboxRow,
+    DefinitionRow,
+    LeaseRow,
+    ReceiptRow,
+    SagaBackend,
+    SagaTransaction,
+    TimerRow,
+)
+from ._convert import instance_from_row, instance_to_row, journal_from_row, journal_to_row
+from ._unit import Abort, Commit, Conflict, FateHook, always_commit, read_only, run_unit
+
+#: The host's eligibility check, asked at each checkpoint of a start (S-START-04, S-START-06).
+EligibilityCheck = Callable[[int], bool]
+
+
+def always_eligible(_checkpoint: int) -> bool:
+    """The unconstrained start (S-START-07)."""
+    return True
+
+
+def entry_of(row: DefinitionRow) -> CatalogEntry:
+    return CatalogEntry(codec.artifact_from_document(row.document), row.document, row.digest, row.lifecycle)
+
+
+def _need(written: bool) -> None:
+    # A guarded write the reads of this transaction said would succeed: a concurrent writer
+    # got there first, so this unit rolls back and its input is redelivered.
+    if not written:
+        raise Conflict
+
+
+@attrs.define
+class Orchestrator:
+    """The orchestrator side of the runtime over one backend (its database)."""
+
+    backend: SagaBackend
+    trusted_producers: frozenset[str]
+    quota_limit: int | None = None
+    fates: FateHook = always_commit
+
+    # -- catalog -----------------------------------------------------------------------
+
+    def publish_definition(
+        self, artifact: DefinitionArtifact, digest: str
+    ) -> PublishOutcome | RolledBack | OutcomeUnknown:
+        """S-DEF-01, S-CAT-01..03: idempotent for the same digest, a conflict for another."""
+        key = artifact.key
+        problems = definition_problems(artifact)
+        if problems:
+            return InvalidDefinition(key, problems)
+        computed = definition_digest(artifact)
+        if digest != computed:
+            return DigestMismatch(key, digest, computed)
+
+        def body(tx: SagaTransaction) -> Commit[PublishOutcome] | Abort[PublishOutcome]:
+            existing = tx.load_definition(key, lock=True)
+            if existing is not None:
+                if existing.digest == computed:
+                    return Abort(AlreadyPublished(key, computed, existing.lifecycle))
+                return Abort(DefinitionConflict(key, existing.digest, computed))
+            row = DefinitionRow(key, computed, canonical_document(artifact), Lifecycle.CANDIDATE)
+            _need(tx.insert_definition(row))
+            tx.bump_registry_revision()
+            return Commit(Published(key, computed))
+
+        return run_unit(self.backend, "catalog", body)
+
+    def change_lifecycle(
+        self, request: ChangeLifecycle, now_ms: int
+    ) -> LifecycleOutcome | RolledBack | OutcomeUnknown:
+        """One lifecycle move in the catalog's serial transaction (S-CAT-04, S-CAT-07, S-CAT-11)."""
+        key = request.key
+
+        def body(tx: SagaTransaction) -> Commit[LifecycleOutcome] | Abort[LifecycleOutcome]:
+            row = tx.load_definition(key, lock=True)
+            if row is None:
+                return Abort(UnknownDefinition(key))
+            if ACTION_TARGET[request.action] is row.lifecycle:
+                return Abort(LifecycleUnchanged(key, row.lifecycle))
+            target = next_lifecycle(row.lifecycle, request.action)
+            if target is None:
+                return Abort(IllegalLifecycleTransition(key, row.lifecycle, request.action))
+            if request.action is LifecycleAction.RETIRE:
+                references = tx.definition_references(key, now_ms)
+                if references:
+                    return Abort(RetirementBlocked(key, references))
+            _need(tx.update_lifecycle(key, row.lifecycle, target))
+            tx.bump_registry_revision()
+            return Commit(LifecycleChanged(key, row.lifecycle, target))
+
+        return run_unit(self.backend, "catalog", body)
+
+    def query_definition(self, key: DefinitionKey) -> CatalogEntry | UnknownDefinition:
+        """S-CAT-10: any lifecycle, retired included."""
+        row = read_only(self.backend, lambda tx: tx.load_definition(key))
+        return UnknownDefinition(key) if row is None else entry_of(row)
+
+    def load_definition(self, key: DefinitionKey) -> CatalogEntry | UnknownDefinition | DefinitionNotLoadable:
+        """S-CAT-06, S-CAT-08: candidates and retired definitions are not loaded."""
+        entry = self.query_definition(key)
+        if isinstance(entry, CatalogEntry) and not is_loadable(entry.lifecycle):
+            return DefinitionNotLoadable(key, entry.lifecycle)
+        return entry
+
+    def record_reference(
+        self, reference: DefinitionReference
+    ) -> ReferenceRecorded | UnknownDefinition | RolledBack | OutcomeUnknown:
+        """A migration or audit reference that blocks retirement (S-CAT-07)."""
+        if reference.kind not in (ReferenceKind.MIGRATION, ReferenceKind.AUDIT):
+            raise ValueError("only migration and audit references are recorded; others are facts")
+
+        def body(
+            tx: SagaTransaction,
+        ) -> Commit[ReferenceRecorded | UnknownDefinition] | Abort[ReferenceRecorded | UnknownDefinition]:
+            if tx.load_definition(reference.key, lock=True) is None:
+                return Abort(UnknownDefinition(reference.key))
+            tx.insert_reference(reference)
+            return Commit(ReferenceRecorded(reference))
+
+        return run_unit(self.backend, "catalog", body)
+
+    def release_reference(
+        self, reference: DefinitionReference
+    ) -> ReferenceReleased | UnknownReference | RolledBack | OutcomeUnknown:
+        """S-CAT-07, S-CAT-11."""
+
+        def body(
+            tx: SagaTransaction,
+        ) -> Commit[ReferenceReleased | UnknownReference] | Abort[ReferenceReleased | UnknownReference]:
+            if not tx.delete_reference(reference):
+                return Abort(UnknownReference(reference))
+            return Commit(ReferenceReleased(reference))
+
+        return run_unit(self.backend, "catalog", body)
+
+    # -- starts --------------------------------------------------------------------------
+
+    def start_saga(
+        self, request: StartSaga, now_ms: int, eligible: EligibilityCheck = always_eligible
+    ) -> StartOutcome:
+        """Admit, replay or refuse a start (S-START-01..13, S-CAT-05, S-CAT-08, S-TX-01).
+
+        Checkpoint 0 before the definition snapshot is used, checkpoint 1 before COMMIT; a
+        refusal rolls everything back (no instance, receipt, journal, quota, command or timer).
+        """
+        key = request.definition
+        if not eligible(0):
+            return EligibilityRevoked(0)
+
+        def body(tx: SagaTransaction) -> Commit[StartOutcome] | Abort[StartOutcome]:
+            row = tx.load_definition(key)
+            if row is None:
+                return Abort(UnknownDefinition(key))
+            if row.lifecycle is Lifecycle.RETIRED:
+                return Abort(DefinitionNotLoadable(key, row.lifecycle))
+            entry = entry_of(row)
+            payload = admit_payload(request.json_payload, request.raw_payload, entry.artifact.first_input)
+            if isinstance(payload, PayloadRejected):
+                return Abort(payload)
+            if not eligible(1):
+                return Abort(EligibilityRevoked(1))
+            digest = start_digest_for(key, entry.digest, request.business_key, payload)
+            saga_id = saga_id_for(key.tenant, key.workflow, request.business_key)
+            receipt = tx.load_receipt(saga_id)
+            if receipt is not None:
+                if receipt.start_digest == digest:
+                    return Abort(AlreadyExists(saga_id, digest))
+                return Abort(StartConflict(saga_id, receipt.start_digest, digest))
+            if not admits_new_start(row.lifecycle):
+                return Abort(DefinitionNotStartable(key, row.lifecycle))
+            used = tx.quota_used(key.tenant)
+            if self.quota_limit is not None and used >= self.quota_limit:
+                return Abort(QuotaExhausted(key.tenant, self.quota_limit))
+            instance, entry_row, command = begin(
+                saga_id, entry.artifact, entry.digest, digest, request.business_key, payload
+            )
+            _need(tx.insert_receipt(ReceiptRow(saga_id, key, digest)))
+            _need(tx.insert_instance(instance_to_row(instance)))
+            _need(tx.append_journal(journal_to_row(entry_row)))
+            tx.add_quota(key.tenant, 1)
+            _stage(tx, command, now_ms + entry.artifact.steps[0].timeout_ms)
+            return Commit(Started(saga_id, digest, command.command_id))
+
+        return run_unit(self.backend, "start", body, self.fates)
+
+    # -- results -------------------------------------------------------------------------
+
+    def handle_result(self, envelope: ResultEnvelope, producer: str, now_ms: int) -> ResultOutcome:
+        """The orchestrator transaction for one result (S-ORCH-01..04, S-STEP-*, S-TX-01)."""
+
+        def body(tx: SagaTransaction) -> Commit[ResultOutcome] | Abort[ResultOutcome]:
+            loaded = self._verify(tx, envelope, producer)
+            if isinstance(loaded, RefusalReason):
+                return Abort(MessageRefused(envelope.message_id, loaded))
+            instance, entry = loaded
+            if not tx.claim_result(envelope.message_id):
+                return Abort(DuplicateResult(envelope.message_id))
+            event = StepAnswered(envelope.phase, envelope.step_index, envelope.effect_id, envelope.kind)
+            reaction = react(instance, entry.artifact, event)
+            if not isinstance(reaction, Reaction) or not is_loadable(entry.lifecycle):
+                return Commit(StaleResult(envelope.message_id, instance.saga_id))
+            _apply(tx, instance, reaction, entry.artifact, now_ms)
+            dispatched = None if reaction.dispatch is None else reaction.dispatch.command_id
+            return Commit(ResultApplied(instance.saga_id, reaction.entry, dispatched))
+
+        return run_unit(self.backend, "result", body, self.fates)
+
+    def _verify(
+        self, tx: SagaTransaction, envelope: ResultEnvelope, producer: str
+    ) -> tuple[SagaInstance, CatalogEntry] | RefusalReason:
+        """Digest, owner, producer trust and identity, before any claim (S-ORCH-01, S-DLV-03)."""
+        row = tx.load_instance(envelope.saga_id, lock=True)
+        issued = tx.load_command(envelope.command_id)
+        if row is None or issued is None or issued.saga_id != envelope.saga_id:
+            return RefusalReason.IDENTITY_MISMATCH
+        instance = instance_from_row(row)
+        command = issued.envelope
+        definition = tx.load_definition(instance.definition)
+        if (
+            definition is None
+            or envelope.definition_digest != instance.definition_digest
+            or definition.digest != instance.definition_digest
+        ):
+            return RefusalReason.DIGEST_MISMATCH
+        entry = entry_of(definition)
+        if envelope.owner != entry.artifact.steps[command.step_index].owner:
+            return RefusalReason.OWNER_MISMATCH
+        if producer not in self.trusted_producers or producer != envelope.owner:
+            return RefusalReason.UNTRUSTED_PRODUCER
+        if (
+            envelope.effect_id != command.effect_id
+            or envelope.step_index != command.step_index
+            or envelope.phase is not command.phase
+            or envelope.message_id != result_message_id_for(envelope.command_id)
+        ):
+            return RefusalReason.IDENTITY_MISMATCH
+        return instance, entry
+
+    # -- timers --------------------------------------------------------------------------
+
+    def claim_timer(
+        self, timer_id: str, worker: str, now_ms: int, lease_ms: int
+    ) -> ClaimOutcome | RolledBack | OutcomeUnknown:
+        """Lease a due timer whose previous lease expired; a fresh fencing token (S-TIMER-03, -04)."""
+
+        def body(tx: SagaTransaction) -> Commit[ClaimOutcome] | Abort[ClaimOutcome]:
+            row = tx.load_timer(timer_id, lock=True)
+            if row is None:
+                return Abort(NoSuchTimer(timer_id))
+            if now_ms < row.due_ms:
+                return Abort(TimerNotDue(timer_id, row.due_ms))
+            if row.lease is not None and now_ms < row.lease.expires_ms:
+                return Abort(TimerLeased(timer_id, row.lease.expires_ms))
+            token = tx.allocate_fencing_token()
+            previous = None if row.lease is None else row.lease.token
+            _need(tx.lease_timer(timer_id, previous, LeaseRow(worker, token, now_ms + lease_ms)))
+            return Commit(TimerClaimed(timer_id, token, now_ms + lease_ms))
+
+        return run_unit(self.backend, "timer-claim", body)
+
+    def renew_timer(
+        self, timer_id: str, token: int, now_ms: int, lease_ms: int
+    ) -> TimerRenewed | NoSuchTimer | StaleFencingToken | RolledBack | OutcomeUnknown:
+        """Extend the current holder's lease; the backend's fence decides (S-TIMER-01, -02)."""
+
+        def body(
+            tx: SagaTransaction,
+        ) -> (
+            Commit[TimerRenewed | NoSuchTimer | StaleFencingToken]
+            | Abort[TimerRenewed | NoSuchTimer | StaleFencingToken]
+        ):
+            row = tx.load_timer(timer_id, lock=True)
+            if row is None:
+                return Abort(NoSuchTimer(timer_id))
+            held = 0 if row.lease is None else row.lease.expires_ms
+            expires = max(held, now_ms + lease_ms)
+            if not tx.renew_timer(timer_id, token, expires):
+                return Abort(_stale(row, token))
+            return Commit(TimerRenewed(timer_id, token, expires))
+
+        return run_unit(self.backend, "timer-renew", body)
+
+    def release_timer(
+        self, timer_id: str, token: int
+    ) -> TimerReleased | NoSuchTimer | StaleFencingToken | RolledBack | OutcomeUnknown:
+        """Give the lease back without firing (S-TIMER-01)."""
+
+        def body(
+            tx: SagaTransaction,
+        ) -> (
+            Commit[TimerReleased | NoSuchTimer | StaleFencingToken]
+            | Abort[TimerReleased | NoSuchTimer | StaleFencingToken]
+        ):
+            row = tx.load_timer(timer_id, lock=True)
+            if row is None:
+                return Abort(NoSuchTimer(timer_id))
+            if not tx.release_timer(timer_id, token):
+                return Abort(_stale(row, token))
+            return Commit(TimerReleased(timer_id))
+
+        return run_unit(self.backend, "timer-release", body)
+
+    def fire_timer(self, timer_id: str, token: int, now_ms: int) -> FireOutcome:
+        """Complete a claimed timer and make the timeout transition (S-TIMER-01, -02, -05)."""
+
+        def body(tx: SagaTransaction) -> Commit[FireOutcome] | Abort[FireOutcome]:
+            row = tx.load_timer(timer_id, lock=True)
+            if row is None:
+                return Abort(NoSuchTimer(timer_id))
+            if not tx.complete_timer(timer_id, token):
+                return Abort(_stale(row, token))
+            instance_row = tx.load_instance(row.saga_id, lock=True)
+            definition = None if instance_row is None else tx.load_definition(instance_row.definition)
+            if instance_row is None or definition is None or not is_loadable(definition.lifecycle):
+                return Commit(TimerObsolete(timer_id))
+            instance = instance_from_row(instance_row)
+            entry = entry_of(definition)
+            reaction = react(instance, entry.artifact, AttemptTimedOut(row.command_id))
+            if not isinstance(reaction, Reaction):
+                return Commit(TimerObsolete(timer_id))
+            _apply(tx, instance, reaction, entry.artifact, now_ms)
+            dispatched = None if reaction.dispatch is None else reaction.dispatch.command_id
+            return Commit(TimerFired(instance.saga_id, reaction.entry, dispatched))
+
+        return run_unit(self.backend, "timer-fire", body, self.fates)
+
+    # -- relay and management --------------------------------------------------------------
+
+    def pending_commands(self) -> tuple[CommandEnvelope, ...]:
+        """The relay's work list: unpublished commands in outbox order."""
+        rows = read_only(self.backend, lambda tx: tx.list_commands(unpublished_only=True))
+        return tuple(r.envelope for r in rows)
+
+    def mark_command_published(
+        self, command_id: str
+    ) -> CommandPublished | UnknownCommand | RolledBack | OutcomeUnknown:
+        """The relay's durable acknowledgement (idempotent)."""
+
+        def body(
+            tx: SagaTransaction,
+        ) -> Commit[CommandPublished | UnknownCommand] | Abort[CommandPublished | UnknownCommand]:
+            row = tx.load_command(command_id)
+            if row is None:
+                return Abort(UnknownCommand(command_id))
+            if row.published:
+                return Abort(CommandPublished(command_id, already=True))
+            _need(tx.mark_command_published(command_id))
+            return Commit(CommandPublished(command_id, already=False))
+
+        return run_unit(self.backend, "relay", body)
+
+    def release_instance(
+        self, saga_id: str
+    ) -> InstanceReleased | UnknownSaga | InstanceNotReleasable | RolledBack | OutcomeUnknown:
+        """Drop a finished instance under the retention policy; receipt and journal stay (S-CAT-11)."""
+
+        def body(
+            tx: SagaTransaction,
+        ) -> (
+            Commit[InstanceReleased | UnknownSaga | InstanceNotReleasable]
+            | Abort[InstanceReleased | UnknownSaga | InstanceNotReleasable]
+        ):
+            row = tx.load_instance(saga_id, lock=True)
+            if row is None:
+                return Abort(UnknownSaga(saga_id))
+            pending = sum(1 for c in tx.list_commands(unpublished_only=True) if c.saga_id == saga_id)
+            instance = instance_from_row(row)
+            if instance.status not in TERMINAL_STATUSES or pending:
+                return Abort(InstanceNotReleasable(saga_id, instance.status, pending))
+            _need(tx.delete_instance(saga_id))
+            return Commit(InstanceReleased(saga_id))
+
+        return run_unit(self.backend, "release", body)
+
+    def due_timers(self, now_ms: int) -> tuple[TimerRow, ...]:
+        rows = read_only(self.backend, lambda tx: tx.list_timers())
+        return tuple(
+            r for r in rows if r.due_ms <= now_ms and (r.lease is None or r.lease.expires_ms <= now_ms)
+        )
+
+    def journal(self, saga_id: str | None = None) -> tuple[JournalEntry, ...]:
+        return tuple(journal_from_row(r) for r in read_only(self.backend, lambda tx: tx.journal(saga_id)))
+
+    def instance(self, saga_id: str) -> SagaInstance | None:
+        row = read_only(self.backend, lambda tx: tx.load_instance(saga_id))
+        return None if row is None else instance_from_row(row)
+
+
+def _stale(row: TimerRow, token: int) -> StaleFencingToken:
+    return StaleFencingToken(row.timer_id, token, None if row.lease is None else row.lease.token)
+
+
+def _stage(tx: SagaTransaction, command: CommandEnvelope, due_ms: int) -> None:
+    """Outbox row plus timeout timer of a dispatched command, in the caller's transaction."""
+    _need(
+        tx.append_command(CommandOutboxRow(command.command_id, command.saga_id, command.definition, command))
+    )
+    timer = TimerRow(timer_id_for(command.command_id), command.saga_id, command.command_id, due_ms)
+    _need(tx.insert_timer(timer))
+
+
+def _apply(
+    tx: SagaTransaction, before: SagaInstance, reaction: Reaction, artifact: DefinitionArtifact, now_ms: int
+) -> None:
+    """Instance CAS, journal, timer swap and next command, one transaction (S-ORCH-02)."""
+    _need(tx.update_instance(instance_to_row(reaction.instance), before.revision))
+    _need(tx.append_journal(journal_to_row(reaction.entry)))
+    tx.delete_timer(timer_id_for(reaction.settled_command_id))
+    command = reaction.dispatch
+    if command is not None:
+        _stage(tx, command, now_ms + artifact.steps[command.step_index].timeout_ms)

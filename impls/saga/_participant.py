@@ -1,0 +1,157 @@
+"""The participant adapter: one command, one local transaction (S-PART-01..06).
+
+Verification first (trusted producer, owner, step binding, digest, derived identities,
+payload contract; S-PART-05), then in one transaction: inbox claim by ``command_id``
+(S-PART-02), gate by ``effect_id`` (S-PART-03), the business fact, the result outbox.
+A business transient failure or a rolled-back transaction is not acknowledged and counts
+against the per-command budget (S-PART-04); an unknown COMMIT counts for nothing: the
+redelivery meets the inbox and the gate, which know (S-STEP-05, S-TX-02).
+"""
+
+from __future__ import annotations
+
+import attrs
+
+from model.saga import (
+    CommandDelivery,
+    CommandEnvelope,
+    CommandOutcome,
+    CommandProcessed,
+    DeadLettered,
+    Decision,
+    DuplicateCommand,
+    MessageRefused,
+    ParticipantConfig,
+    ParticipantState,
+    Phase,
+    ResultEnvelope,
+    ResultKind,
+    RolledBack,
+    result_message_id_for,
+    verify_command,
+)
+
+from ._backend import EffectRow, GateRow, ResultOutboxRow, SagaBackend, SagaTransaction
+from ._unit import Abort, Commit, Conflict, FateHook, always_commit, read_only, run_unit
+
+_KIND = {
+    Decision.SUCCEED: ResultKind.SUCCEEDED,
+    Decision.REJECT: ResultKind.REJECTED,
+    Decision.UNKNOWN: ResultKind.UNKNOWN,
+}
+
+
+class _Transient(Exception):
+    """The business code asked for a retry: roll back, do not acknowledge."""
+
+
+def answer(command: CommandEnvelope, kind: ResultKind) -> ResultEnvelope:
+    """The result envelope for ``command``; its id is derived from the command (S-ORCH-03)."""
+    return ResultEnvelope(
+        message_id=result_message_id_for(command.command_id),
+        command_id=command.command_id,
+        effect_id=command.effect_id,
+        saga_id=command.saga_id,
+        definition_digest=command.definition_digest,
+        step_index=command.step_index,
+        phase=command.phase,
+        owner=command.owner,
+        kind=kind,
+    )
+
+
+def _need(written: bool) -> None:
+    if not written:
+        raise Conflict
+
+
+@attrs.define
+class Participant:
+    """One participant's side of the runtime over its own database."""
+
+    backend: SagaBackend
+    config: ParticipantConfig
+    fates: FateHook = always_commit
+    #: Transport bookkeeping kept outside the transaction (as a broker's redelivery count).
+    delivery_failures: dict[str, int] = attrs.field(factory=dict)
+    dead_letters: set[str] = attrs.field(factory=set)
+
+    def handle_command(self, command: CommandEnvelope, producer: str, decision: Decision) -> CommandOutcome:
+        """The participant transaction (S-PART-01..06, S-DLV-01..04, S-TX-01)."""
+        reason = verify_command(ParticipantState(self.config), CommandDelivery(command, producer, decision))
+        if reason is not None:
+            return MessageRefused(command.command_id, reason)
+        if command.command_id in self.dead_letters:
+            return DuplicateCommand(command.command_id)
+
+        def body(tx: SagaTransaction) -> Commit[CommandOutcome] | Abort[CommandOutcome]:
+            if not tx.claim_command(command.command_id):
+                return Abort(DuplicateCommand(command.command_id))
+            kind, absorbed = self._decide(tx, command, decision)
+            result = answer(command, kind)
+            _need(tx.append_result(ResultOutboxRow(result.message_id, result)))
+            return Commit(CommandProcessed(result, absorbed))
+
+        try:
+            outcome = run_unit(self.backend, "command", body, self.fates)
+        except _Transient:
+            outcome = RolledBack()
+        if isinstance(outcome, RolledBack):
+            return self._failed(command.command_id)
+        return outcome
+
+    def _decide(
+        self, tx: SagaTransaction, command: CommandEnvelope, decision: Decision
+    ) -> tuple[ResultKind, bool]:
+        """Gate and business fact; returns the answer and whether the gate absorbed it."""
+        if command.phase is Phase.RESOLVE:
+            assert command.target_effect_id is not None  # verified identity
+            target = command.target_effect_id
+            record = tx.load_gate(target, lock=True)
+            if record is not None and record.kind is not ResultKind.UNKNOWN:
+                return record.kind, True
+            if record is None:
+                # Never ran here: fence the effect so a late execute copy cannot run it (S-PART-06).
+                _need(tx.insert_gate(GateRow(target, Phase.EXECUTE, ResultKind.REJECTED, command.command_id)))
+                return ResultKind.REJECTED, False
+            if decision is Decision.TRANSIENT_FAILURE:
+                raise _Transient
+            kind = _KIND[decision]
+            if kind is ResultKind.UNKNOWN:
+                return kind, False
+            _need(tx.update_gate(attrs.evolve(record, kind=kind), ResultKind.UNKNOWN))
+            if kind is ResultKind.SUCCEEDED:
+                tx.append_effect(EffectRow(target, command.command_id))
+            return kind, False
+        record = tx.load_gate(command.effect_id, lock=True)
+        if record is not None:
+            return record.kind, True
+        if decision is Decision.TRANSIENT_FAILURE:
+            raise _Transient
+        kind = _KIND[decision]
+        _need(tx.insert_gate(GateRow(command.effect_id, command.phase, kind, command.command_id)))
+        if kind is ResultKind.SUCCEEDED:
+            tx.append_effect(EffectRow(command.effect_id, command.command_id))
+        return kind, False
+
+    def _failed(self, command_id: str) -> RolledBack | DeadLettered:
+        """Count one rolled-back try; dead-letter when the budget is spent (S-PART-04)."""
+        failures = self.delivery_failures.get(command_id, 0) + 1
+        self.delivery_failures[command_id] = failures
+        if failures >= self.config.transient_failure_budget:
+            self.dead_letters.add(command_id)
+            return DeadLettered(command_id, failures)
+        return RolledBack()
+
+    def pending_results(self) -> tuple[ResultEnvelope, ...]:
+        rows = read_only(self.backend, lambda tx: tx.list_results(unpublished_only=True))
+        return tuple(r.envelope for r in rows)
+
+    def mark_result_published(self, message_id: str) -> bool:
+        def body(tx: SagaTransaction) -> Commit[bool] | Abort[bool]:
+            return Commit(True) if tx.mark_result_published(message_id) else Abort(False)
+
+        return run_unit(self.backend, "relay", body) is True
+
+    def effects(self) -> tuple[EffectRow, ...]:
+        return read_only(self.backend, lambda tx: tx.list_effects())

@@ -1,0 +1,94 @@
+"""One atomic unit of work: begin, body, COMMIT under the harness's fate, and the report.
+
+The body returns ``Commit(outcome)`` to commit its writes or ``Abort(outcome)`` for a refusal
+that wrote nothing. The COMMIT is where the contract's fates live (S-TX-01, S-TX-02): a
+failure before COMMIT is a definite ``RolledBack``; once COMMIT was sent, only the committed
+outcome or ``OutcomeUnknown`` may be reported, never a made-up rollback.
+
+``FateHook`` is the seam the harness uses to decide a named unit's COMMIT (a no-op in
+production, like the commit side's fault points): ``ROLLED_BACK`` fails just before COMMIT,
+``UNKNOWN_APPLIED``/``UNKNOWN_NOT_APPLIED`` commit or roll back and then lose the answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Generic, TypeVar
+
+import attrs
+
+from model.saga import CommitFate, OutcomeUnknown, RolledBack
+
+from ._backend import SagaBackend, SagaBackendError, SagaBackendErrorKind, SagaTransaction
+
+O = TypeVar("O")  # noqa: E741 - "outcome"
+
+#: Decides the fate of the named unit's COMMIT; production passes none.
+FateHook = Callable[[str], CommitFate]
+
+
+def always_commit(_unit: str) -> CommitFate:
+    return CommitFate.COMMITTED
+
+
+@attrs.frozen
+class Commit(Generic[O]):
+    outcome: O
+
+
+@attrs.frozen
+class Abort(Generic[O]):
+    outcome: O
+
+
+class Conflict(Exception):
+    """A guarded write lost a race the body's reads did not foresee: roll back, redeliver."""
+
+
+def run_unit(
+    backend: SagaBackend,
+    unit: str,
+    body: Callable[[SagaTransaction], Commit[O] | Abort[O]],
+    fates: FateHook = always_commit,
+) -> O | RolledBack | OutcomeUnknown:
+    try:
+        tx = backend.begin()
+    except SagaBackendError:
+        return RolledBack()
+    try:
+        decided = body(tx)
+    except (SagaBackendError, Conflict):
+        tx.rollback()
+        return RolledBack()
+    except BaseException:
+        tx.rollback()
+        raise
+    if isinstance(decided, Abort):
+        tx.rollback()
+        return decided.outcome
+    fate = fates(unit)
+    if fate is CommitFate.ROLLED_BACK:
+        tx.rollback()
+        return RolledBack()
+    if fate is CommitFate.UNKNOWN_NOT_APPLIED:
+        tx.rollback()
+        return OutcomeUnknown()
+    try:
+        tx.commit()
+    except SagaBackendError as exc:
+        tx.rollback()
+        if exc.kind is SagaBackendErrorKind.OUTCOME_UNKNOWN:
+            return OutcomeUnknown()
+        return RolledBack()
+    if fate is CommitFate.UNKNOWN_APPLIED:
+        return OutcomeUnknown()
+    return decided.outcome
+
+
+def read_only(backend: SagaBackend, body: Callable[[SagaTransaction], O]) -> O:
+    """A read transaction; raises ``SagaBackendError`` (queries have no fate to report)."""
+    tx = backend.begin()
+    try:
+        return body(tx)
+    finally:
+        tx.rollback()

@@ -1,0 +1,358 @@
+"""Saga backends on a database server (PostgreSQL, MariaDB/MySQL): what the two engines share.
+
+Theory of operation
+-------------------
+The SQL, the row codec and the transaction flow are ``_saga``'s; an engine module
+(``_postgres``, ``_mysql``) adds its ``Dialect`` and an ``Engine``: how to connect, how to
+create the tables, how to kill a session. This module adds what a shared, networked
+database needs on top:
+
+* **One set of tables for every namespace.** Rows carry an ``ns`` column
+  (``SqlSagaBackend(namespace=...)``); the tables are created once per process and
+  endpoint, named ``saga_<digest>_<table>`` where the digest covers ``_saga.SCHEMA`` and the
+  engine's DDL, so a changed schema never meets tables an older build created.
+* **Connections die.** ``begin`` reconnects a connection that broke (the transaction on it
+  is already gone on the server); closing a backend parks its idle connection in a small
+  per-endpoint pool, so opening a namespace costs no handshake.
+* **The driver door.** ``DriverConnection``/``DriverCursor`` are the only callers of the
+  raw driver. They are also the fault seam (``DriverFaults``): the driver's own exception
+  classes raised instead of a statement (serialization failure, deadlock, lock timeout) or
+  around a *real* COMMIT (connection lost before it was sent: not applied; lost after it
+  applied), and a hook run just before COMMIT is sent, which tests use to kill the session
+  for real from a second connection (``ServerSagaBackend.kill_session``).
+* **Classification is the dialect's** (``Dialect.classify``): a transaction the server
+  rolled back (contention, lock timeout, a key taken in a race) is ``ROLLED_BACK``; a
+  connection lost while COMMIT was in flight is ``OUTCOME_UNKNOWN`` and never a plain retry
+  (S-TX-02): the runtime redelivers and the inbox/gate settle it by reading.
+"""
+
+from __future__ import annotations
+
+import enum
+import hashlib
+import threading
+from collections import deque
+from collections.abc import Callable
+from contextlib import suppress
+from typing import Any, Protocol
+
+import attrs
+
+from impls.saga._backend import SagaBackendError, SagaBackendErrorKind, SagaCapabilities
+
+from ._dialect import Dialect
+from ._saga import COUNTERS, SCHEMA, SqlSagaBackend, SqlTransaction
+
+SERVER_CAPABILITIES = SagaCapabilities(fenced_timers=True, row_locks=True, durable=True)
+
+# Idle connections kept per endpoint; a harness example opens three namespaces at a time.
+POOL_SIZE = 8
+
+
+class Contention(enum.Enum):
+    """Ways a server ends a transaction it will not let commit; each is a definite rollback."""
+
+    SERIALIZATION_FAILURE = "serialization-failure"
+    DEADLOCK = "deadlock"
+    LOCK_TIMEOUT = "lock-timeout"
+
+
+class CommitLoss(enum.Enum):
+    """Where a connection is lost around a real COMMIT (S-TX-02)."""
+
+    #: The connection drops before COMMIT reaches the server, which rolls back: not applied.
+    BEFORE_SENT = "before-sent"
+    #: COMMIT is sent and applies; the connection drops before its answer arrives: applied.
+    AFTER_APPLIED = "after-applied"
+
+
+@attrs.define
+class DriverFaults:
+    """Faults waiting at the driver door, each consumed once, in order.
+
+    ``statements``: raised (as the engine's exception for that contention) instead of the
+    next statement that is not BEGIN/COMMIT/ROLLBACK. ``commits``: what happens to the next
+    COMMITs (a ``Contention`` is the server refusing the COMMIT: the transaction is rolled
+    back for real and the error raised). ``before_commit``: run once, just before the next
+    COMMIT is sent (real faults: kill the session from a second connection).
+    """
+
+    statements: deque[Contention] = attrs.field(factory=deque)
+    commits: deque[CommitLoss | Contention] = attrs.field(factory=deque)
+    before_commit: Callable[[], None] | None = None
+
+
+class Engine(Protocol):
+    """One database server product behind a ``Dialect``; every method may raise driver errors."""
+
+    @property
+    def dialect(self) -> Dialect: ...
+
+    @property
+    def endpoint(self) -> str:
+        """Where the server is (a DSN); the pool and the once-per-process schema are keyed by it."""
+        ...
+
+    def connect(self) -> Any:
+        """A new autocommit connection with the session settings the backend relies on."""
+        ...
+
+    def namespace_key(self, namespace: str) -> str:
+        """The ``ns`` column value that stands for ``namespace`` (one-to-one)."""
+        ...
+
+    def usable(self, raw: Any) -> bool:
+        """Whether ``raw`` is still open and not known broken (no round trip)."""
+        ...
+
+    def session_id(self, raw: Any) -> int:
+        """The server's id of the session (PostgreSQL backend pid, MariaDB connection id)."""
+        ...
+
+    def kill_session(self, session_id: int) -> None:
+        """Terminate that session from a second connection, and wait until it is gone."""
+        ...
+
+    def lost_connection(self) -> Exception:
+        """The driver's exception for a request whose answer never came back."""
+        ...
+
+    def contention(self, kind: Contention) -> Exception:
+        """The driver's exception for ``kind``, as the server would have raised it."""
+        ...
+
+    def create_tables(self, raw: Any, prefix: str) -> None:
+        """Idempotent DDL for every table of ``SCHEMA`` with the ``ns`` key column."""
+        ...
+
+    def ddl_fingerprint(self) -> str:
+        """Text that changes whenever ``create_tables`` would create different tables."""
+        ...
+
+    def check(self, raw_cursor: Any, sql: str) -> None:
+        """Engine-specific checks after a statement ran (raise the driver's exception)."""
+        ...
+
+
+def table_prefix(engine: Engine) -> str:
+    """``saga_<digest>_``: a new schema or engine DDL gets new tables, never a stale one."""
+    digest = hashlib.sha256(f"{sorted(SCHEMA.items())!r}|{engine.ddl_fingerprint()}".encode()).hexdigest()
+    return f"saga_{digest[:10]}_"
+
+
+# -- the driver door -------------------------------------------------------------------------
+
+
+class DriverConnection:
+    """The raw driver connection behind ``SqlSagaBackend.connection``; replaced on reconnect."""
+
+    def __init__(self, engine: Engine, raw: Any) -> None:
+        self.engine = engine
+        self.raw = raw
+        self.faults = DriverFaults()
+
+    def cursor(self) -> DriverCursor:
+        return DriverCursor(self)
+
+    def usable(self) -> bool:
+        return self.engine.usable(self.raw)
+
+    def drop(self) -> None:
+        """Close the socket; the server rolls back whatever transaction was open on it."""
+        with suppress(Exception):  # a connection that is already gone has nothing left to close
+            self.raw.close()
+
+
+_TRANSACTION_VERBS = frozenset({"BEGIN", "START", "COMMIT", "ROLLBACK"})
+
+
+class DriverCursor:
+    """A DB-API cursor that passes every statement through the fault seam and the engine check."""
+
+    def __init__(self, connection: DriverConnection) -> None:
+        self._connection = connection
+        self._raw = connection.raw.cursor()
+
+    @property
+    def rowcount(self) -> int:
+        return int(self._raw.rowcount)
+
+    def fetchall(self) -> list[Any]:
+        return list(self._raw.fetchall())
+
+    def execute(self, sql: str, params: tuple[Any, ...] = ()) -> None:
+        verb = sql.split(None, 1)[0].upper()
+        engine, faults = self._connection.engine, self._connection.faults
+        if verb == "COMMIT":
+            self._commit(sql)
+            return
+        if verb not in _TRANSACTION_VERBS and faults.statements:
+            raise engine.contention(faults.statements.popleft())
+        self._raw.execute(sql, params)
+        engine.check(self._raw, sql)
+
+    def _commit(self, sql: str) -> None:
+        connection = self._connection
+        engine, faults = connection.engine, connection.faults
+        hook, faults.before_commit = faults.before_commit, None
+        if hook is not None:
+            hook()
+        fault = faults.commits.popleft() if faults.commits else None
+        if fault is CommitLoss.BEFORE_SENT:
+            connection.drop()
+            raise engine.lost_connection()
+        if isinstance(fault, Contention):
+            self._raw.execute("ROLLBACK")
+            raise engine.contention(fault)
+        self._raw.execute(sql)
+        engine.check(self._raw, sql)
+        if fault is CommitLoss.AFTER_APPLIED:
+            connection.drop()
+            raise engine.lost_connection()
+
+
+# -- the backend -----------------------------------------------------------------------------
+
+_lock = threading.Lock()
+_idle: dict[str, list[Any]] = {}
+_schemas: set[tuple[str, str]] = set()
+
+
+def _take_idle(engine: Engine) -> Any | None:
+    with _lock:
+        pool = _idle.get(engine.endpoint)
+        return pool.pop() if pool else None
+
+
+def _park(engine: Engine, raw: Any) -> bool:
+    with _lock:
+        pool = _idle.setdefault(engine.endpoint, [])
+        if len(pool) >= POOL_SIZE:
+            return False
+        pool.append(raw)
+        return True
+
+
+def _unavailable(what: str) -> SagaBackendError:
+    return SagaBackendError(SagaBackendErrorKind.UNAVAILABLE, what)
+
+
+class ServerSagaBackend(SqlSagaBackend):
+    """``SqlSagaBackend`` on a database server, one namespace of shared tables.
+
+    Opening connects (or takes an idle pooled connection), creates the tables once per
+    process and endpoint, and adds the namespace's counter rows. ``faults`` is the driver
+    seam of the current connection (a reconnect keeps it).
+    """
+
+    def __init__(self, engine: Engine, namespace: str) -> None:
+        if not isinstance(namespace, str) or not namespace:
+            raise SagaBackendError(SagaBackendErrorKind.UNAVAILABLE, "a namespace must be a non-empty string")
+        self.engine = engine
+        raw = _take_idle(engine)
+        if raw is None:
+            raw = self._connect()
+        super().__init__(
+            DriverConnection(engine, raw),
+            engine.dialect,
+            table_prefix(engine),
+            driver_commits=False,
+            capabilities=SERVER_CAPABILITIES,
+            namespace=engine.namespace_key(namespace),
+        )
+
+    connection: DriverConnection
+
+    @property
+    def faults(self) -> DriverFaults:
+        return self.connection.faults
+
+    def _connect(self) -> Any:
+        try:
+            return self.engine.connect()
+        except Exception:
+            raise _unavailable("the database could not be reached") from None
+
+    def _reconnect(self) -> None:
+        self.connection.drop()
+        self.connection.raw = self._connect()
+
+    def create_schema(self) -> None:
+        """The shared tables once per process and endpoint; this namespace's counter rows."""
+        key = (self.engine.endpoint, self.prefix)
+        if key not in _schemas:
+            try:
+                self.engine.create_tables(self.connection.raw, self.prefix)
+            except Exception:
+                raise _unavailable("the database schema could not be created") from None
+            with _lock:
+                _schemas.add(key)
+        tx = self.begin()
+        try:
+            for name in COUNTERS:
+                tx._insert("counters", ("name", "value"), (name, 0))
+        except BaseException:
+            tx.rollback()
+            raise
+        tx.commit()
+
+    def begin(self) -> SqlTransaction:
+        """BEGIN on a live connection. A connection that broke while idle is replaced once:
+        nothing had started on it, so that is no retry of anybody's transaction."""
+        if not self.connection.usable():
+            self._reconnect()
+        try:
+            return SqlTransaction(self)
+        except SagaBackendError:
+            if self.connection.usable():
+                raise
+        self._reconnect()
+        try:
+            return SqlTransaction(self)
+        except SagaBackendError:
+            raise _unavailable("the database did not accept a transaction") from None
+
+    def readiness(self) -> None:
+        """A real round trip (``SELECT 1``) every call; any failure is UNAVAILABLE."""
+        try:
+            tx = self.begin()
+            try:
+                tx._one("SELECT 1")
+            finally:
+                tx.rollback()
+        except SagaBackendError:
+            raise _unavailable("the database did not answer") from None
+
+    def session_id(self) -> int:
+        """The server's id of this backend's current session (for killing it from outside)."""
+        return self.engine.session_id(self.connection.raw)
+
+    def kill_session(self) -> None:
+        """Terminate this backend's session from a second connection (a real fault)."""
+        self.engine.kill_session(self.session_id())
+
+    def close(self) -> None:
+        """Park the connection for the next namespace if it is healthy and idle, else drop it."""
+        connection = self.connection
+        connection.faults = DriverFaults()
+        try:
+            with connection.raw.cursor() as cursor:
+                cursor.execute("ROLLBACK")  # nothing may leak into the next user of the connection
+        except Exception:
+            connection.drop()
+            return
+        if not (connection.usable() and _park(self.engine, connection.raw)):
+            connection.drop()
+
+
+__all__ = [
+    "SERVER_CAPABILITIES",
+    "CommitLoss",
+    "Contention",
+    "DriverConnection",
+    "DriverCursor",
+    "DriverFaults",
+    "Engine",
+    "ServerSagaBackend",
+    "table_prefix",
+]

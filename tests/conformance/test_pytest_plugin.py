@@ -1,0 +1,41 @@
+"""The one-line pytest entry point for backend authors (conformance.testing.StoreConformance)."""
+
+from __future__ import annotations
+
+import pytest
+
+PASSING = """
+from conformance.testing import StoreConformance
+from impls.memory import open_store
+
+class TestMemoryStore(StoreConformance):
+    store_factory = staticmethod(open_store)
+"""
+
+FAILING = """
+from conformance.testing import StoreConformance
+
+class TestBrokenStore(StoreConformance):
+    store_factory = "examples.broken_stores:history_without_authorization"
+"""
+
+
+def test_the_plugin_adds_its_options(pytester: pytest.Pytester) -> None:
+    result = pytester.runpytest_inprocess("--help")
+    result.stdout.fnmatch_lines(["*--ratchet-profile*", "*--ratchet-examples*", "*--ratchet-seed*"])
+
+
+def test_a_correct_store_passes_both_suites(
+    pytester: pytest.Pytester, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATCHET_SEED", "5")
+    pytester.makepyfile(test_mystore=PASSING)
+    result = pytester.runpytest_inprocess()
+    result.assert_outcomes(passed=2)
+
+
+def test_a_broken_store_fails_naming_the_rule(pytester: pytest.Pytester) -> None:
+    pytester.makepyfile(test_broken=FAILING)
+    result = pytester.runpytest_inprocess("--ratchet-seed", "5", "-k", "store_suite")
+    result.assert_outcomes(failed=1)
+    result.stdout.fnmatch_lines(["*C-PRE-05*", "*shrunk program*", "*conformance replay*"])
