@@ -104,6 +104,8 @@ def _value_rule(op: str, expected: object, actual: object) -> str:
     if e_stage is not None and a_stage is not None and e_stage != a_stage:
         return "C-POST-08" if a_stage < e_stage else "C-POST-03"
     e_intent, a_intent = _intent(expected), _intent(actual)
+    if e_intent is not None and a_intent is not None and e_intent.identity != a_intent.identity:
+        return "C-PRE-07"  # the durable request identity is not the QIMD digest of the request
     if e_intent is not None and a_intent is not None and e_intent != a_intent:
         return "C-PRE-02"
     if op == "history_page" and isinstance(expected, HistoryPage) and isinstance(actual, HistoryPage):
@@ -129,7 +131,7 @@ def exercised(op: str, expected: object) -> tuple[str, ...]:
         return (_REFUSAL_RULE.get(expected.kind, "C-ERR-01"),)
     if op == "reserve":
         if isinstance(expected, ReserveCreated):
-            return ("C-POST-01",)
+            return ("C-POST-01", "C-PRE-07")
         if isinstance(expected, ReserveCommitted):
             return ("C-POST-01", "C-PRE-09")
         return ("C-POST-01", "C-PRE-02")

@@ -454,6 +454,8 @@ class ObservedStore:
         )
 
     async def mark_outbox_published(self, intent: CommitIntent, publication: OutboxPublication) -> None:
+        if not self.capabilities.atomic_publish_and_commit:
+            self._oracle.context.reach("rule:C-POST-06")
         await self._oracle.write(
             self._gate,
             "mark_outbox_published",
@@ -466,6 +468,13 @@ class ObservedStore:
     async def mark_published_and_committed(
         self, intent: CommitIntent, publication: OutboxPublication
     ) -> CommittedMessage:
+        if not self.capabilities.atomic_publish_and_commit:
+            raise self._oracle.fail(
+                "C-POST-06",
+                f"the committer used the atomic step for {key_name(intent.key)} on a store that does not "
+                "declare it; the default path is mark_outbox_published, then mark_committed",
+            )
+        self._oracle.context.reach("rule:C-POST-07")
         return await self._oracle.write(
             self._gate,
             "mark_published_and_committed",

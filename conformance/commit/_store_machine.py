@@ -316,6 +316,21 @@ class StoreMachine(CommitWorld):
     def set_members(self, tenant: str, conversation: str, members: str) -> None:
         self._set_members(tenant, conversation, members)
 
+    @rule()
+    @step
+    def readiness(self) -> None:
+        """C-PRE-06: a live backend answers readiness with a real round trip, every time."""
+        real = self.oracle.real
+        try:
+            self.call(real.readiness())
+        except MessageStoreError as error:
+            raise self.oracle.fail("C-PRE-06", f"readiness failed on a live backend: {error}") from None
+        except Exception as error:  # anything else crossed the store boundary
+            raise self.oracle.fail(
+                "C-ERR-01", f"readiness raised {type(error).__name__}, not MessageStoreError"
+            ) from None
+        self.context.reach("rule:C-PRE-06")
+
     @rule(ms=st.sampled_from(v.CLOCK_STEPS_MS))
     @step
     def advance_clock(self, ms: int) -> None:

@@ -43,6 +43,8 @@ for _point, _text in FAULT_POINT_TEXT.items():
 
 STORE_RULES = (
     "C-PRE-02",
+    "C-PRE-06",
+    "C-PRE-07",
     "C-PRE-03",
     "C-PRE-04",
     "C-PRE-05",
@@ -105,7 +107,8 @@ def store_targets(stats: SuiteStats) -> Mapping[str, str]:
 
 def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
     capabilities = _capabilities(stats)
-    targets = _common_targets(stats, _commit_machine(), COMMIT_RULES)
+    path_rule = "C-POST-07" if capabilities.atomic_publish_and_commit else "C-POST-06"
+    targets = _common_targets(stats, _commit_machine(), (*COMMIT_RULES, path_rule))
     for kind in (RESPONSE_LOST, FAILED_BEFORE, CRASH, INTERLEAVE, RECOVERY_SWEEP, CLOCK_ADVANCE):
         targets[f"fault:{kind.name}"] = f"no {kind.name} fault was injected"
     for point in fault_points_for(capabilities):

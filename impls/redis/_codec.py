@@ -9,14 +9,28 @@ Commit hash, current format (field names are one byte to keep the committed form
     p  publication stream            e  publication entry id        (from OUTBOXED on)
     r  record without body (JSON)    b  body (raw bytes)
     d  frozen delivery input (JSON)  t  reserve token              (in flight only)
+    f  intent fingerprint: SHA-256 of ``r``, ``b`` and ``d`` (``intent_encoding``; in flight only)
 
-At COMMITTED the script deletes the key and writes back only ``i v c p e`` (C-PRE-10): with every
-value at most 64 bytes Redis keeps the hash ``listpack``-encoded; a hash that ever held a longer
-value stays ``hashtable`` even after HDEL, so the key is re-created, never trimmed. The stage
-field goes too: only a committed commit is ever compact. ``MEMORY USAGE`` counts the listpack,
-the key name and fixed overhead, so it grows with namespace and id lengths: 216 B on Redis 7.0
-for a 32-character namespace, ids ``t1``/``alice``/``m-1``/``c1`` and the ``outbox`` stream
-(tests/impls/test_redis_store.py prints it; the in-flight hash of the same message is 864 B).
+The stage-transition scripts compare the caller's intent with the reserved one by identity,
+coordinates, conversation and fingerprint (C-POST-03), so a transition sends 32 bytes instead of
+the record, body and delivery input; ``put_record`` copies the stored body into history. An
+in-flight hash written before fingerprints existed has no ``f``: the script then asks for the
+full intent (``need-intent``) and compares ``r b d`` byte for byte, as it used to.
+
+At COMMITTED the script deletes the key and writes back the compact form (C-PRE-10)::
+
+    i  identity    v  conversation
+    c  ``<message_seq>:<conversation_seq>:<accepted_at_ms>:<entry id>``
+    p  publication stream, only when it is not ``DEFAULT_STREAM`` (the outbox's one stream)
+
+With every value at most 64 bytes Redis keeps the hash ``listpack``-encoded; a hash that ever held
+a longer value stays ``hashtable`` even after HDEL, so the key is re-created, never trimmed. The
+stage field goes too: only a committed commit is ever compact. ``MEMORY USAGE`` counts the
+listpack, the key name and fixed overhead, so it grows with namespace and id lengths: on Redis 7.0
+with a 10-character namespace, 184 B for ids ``t1``/``alice``/``m-1``/``c1`` and 248 B for
+11/13/13-character tenant/sender/conversation ids and a UUID client message id (an 80-byte key
+name); ``conformance bench`` measures both. The compact form of the first release (``c`` with
+three parts, the entry id in ``e`` and the stream always in ``p``) is still read.
 
 The pre-upgrade full format (``LEGACY_*``), still read: a committed hash holding the whole record
 and the QIMC full identity (C-PRE-07) under long field names. It is never written any more.
@@ -26,6 +40,8 @@ Anything that does not decode raises ``MessageStoreError(CORRUPT)``.
 
 from __future__ import annotations
 
+import functools
+import hashlib
 import json
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
@@ -65,6 +81,10 @@ RECORD = b"r"
 BODY = b"b"
 DELIVERY = b"d"
 TOKEN = b"t"
+FINGERPRINT = b"f"
+
+# The outbox's one stream per namespace (``RedisOutbox.stream``); the compact form omits it.
+DEFAULT_STREAM = "outbox"
 
 # --- history data hash: one field of each kind per conversation sequence ---
 HISTORY_META = b"m"  # m<seq>: the entry without its body (JSON)
@@ -136,6 +156,19 @@ def coordinates_from_field(raw: bytes) -> MessageCoordinates:
         return MessageCoordinates(int(message_seq), int(conversation_seq), int(accepted_at))
 
 
+def committed_coordinates_to_field(coordinates: MessageCoordinates, entry_id: bytes) -> bytes:
+    """The compact form's ``c``: the coordinates with the publication entry id appended."""
+    return coordinates_to_field(coordinates) + b":" + entry_id
+
+
+def split_committed_coordinates(raw: bytes) -> tuple[bytes, bytes | None]:
+    """A compact ``c`` to (coordinates field, entry id); no entry id in the first release's form."""
+    parts = raw.split(b":", 3)
+    if len(parts) == 4:
+        return b":".join(parts[:3]), parts[3]
+    return raw, None
+
+
 def publication_to_fields(publication: OutboxPublication) -> tuple[bytes, bytes]:
     return text(publication.stream), text(publication.entry_id)
 
@@ -200,18 +233,31 @@ def delivery_from_field(raw: bytes) -> FrozenDeliveryInput:
         )
 
 
-def intent_to_hash(intent: CommitIntent, token: bytes) -> dict[bytes, bytes]:
-    """The RESERVED commit hash: the whole intent, so recovery needs nothing else (C-POST-02)."""
-    return {
-        STAGE: b"%d" % CommitStage.RESERVED.value,
-        IDENTITY: intent.identity,
-        CONVERSATION: text(intent.conversation),
-        COORDINATES: coordinates_to_field(intent.coordinates),
-        RECORD: record_to_field(intent.record),
-        BODY: intent.record.content.body,
-        DELIVERY: delivery_to_field(intent.delivery),
-        TOKEN: token,
-    }
+@attrs.frozen
+class IntentEncoding:
+    """The stored encodings of an intent's record and delivery input, and their fingerprint."""
+
+    record: bytes
+    delivery: bytes
+    fingerprint: bytes
+
+
+@functools.lru_cache(maxsize=256)
+def intent_encoding(record: MessageRecord, delivery: FrozenDeliveryInput) -> IntentEncoding:
+    """Encoded once per intent: reserve, each transition and publish of one commit share it.
+
+    The values are frozen, so the cache can never hand back a stale encoding; a hit costs hashing
+    the record and delivery input (their fields' hashes are cached by Python), far less than the
+    JSON. The fingerprint is length-prefixed so no two (record, body, delivery) triples collide.
+    """
+    record_field = record_to_field(record)
+    delivery_field = delivery_to_field(delivery)
+    body = record.content.body
+    digest = hashlib.sha256(b"RFP1\x00")
+    for part in (record_field, body, delivery_field):
+        digest.update(b"%d:" % len(part))
+        digest.update(part)
+    return IntentEncoding(record_field, delivery_field, digest.digest())
 
 
 # --- a stored commit, either format ------------------------------------------------------------
@@ -256,8 +302,21 @@ def commit_from_hash(key: CommitKey, fields: Mapping[bytes, bytes]) -> StoredCom
             raise ValueError("an in-flight commit without a stage")
         else:
             stage = CommitStage.COMMITTED
-        coordinates = coordinates_from_field(fields[COORDINATES])
-        publication = publication_from_fields(fields[STREAM], fields[ENTRY_ID]) if STREAM in fields else None
+        coordinates_raw, stream, entry_id = fields[COORDINATES], fields.get(STREAM), fields.get(ENTRY_ID)
+        if stage is CommitStage.COMMITTED:
+            coordinates_raw, packed_entry = split_committed_coordinates(coordinates_raw)
+            if packed_entry is not None:
+                if entry_id is not None:
+                    raise ValueError("two entry ids")
+                entry_id = packed_entry
+            if entry_id is not None and stream is None:
+                stream = text(DEFAULT_STREAM)
+        coordinates = coordinates_from_field(coordinates_raw)
+        if (stream is None) != (entry_id is None):
+            raise ValueError("half a publication")
+        publication = None
+        if stream is not None and entry_id is not None:
+            publication = publication_from_fields(stream, entry_id)
         if (publication is None) != (stage.rank < CommitStage.OUTBOXED.rank):
             raise ValueError("publication and stage disagree")
         intent = None
@@ -348,6 +407,6 @@ def outbox_event_fields(intent: CommitIntent) -> list[bytes]:
         b"conversation", text(intent.conversation),
         b"coordinates", coordinates_to_field(intent.coordinates),
         b"recipients", _canonical_json(recipients),
-        b"record", record_to_field(intent.record),
+        b"record", intent_encoding(intent.record, intent.delivery).record,
         b"body", intent.record.content.body,
     ]  # fmt: skip

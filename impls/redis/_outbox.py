@@ -24,9 +24,9 @@ class RedisOutbox:
             raise MessageStoreError(
                 StoreErrorKind.INVALID_ARGUMENT, "namespace must be printable and free of braces"
             )
-        # The logical name publications carry. It names the stream within the namespace, so it
-        # stays short: every committed commit hash stores it (see _codec on the compact form).
-        self.stream = "outbox"
+        # The logical name publications carry. It names the stream within the namespace; the
+        # compact committed hash omits it (see _codec), so it is the codec's DEFAULT_STREAM.
+        self.stream = _codec.DEFAULT_STREAM
         self._keys = Keys(namespace)
         self._gateway = Gateway(client)
 

@@ -10,7 +10,8 @@ Rules every write script follows (Redis runs a script atomically but does not ro
   command after a connection error, so a lost reply can run a script twice. ``reserve`` finds its
   own reserve token, the transitions find the stage already reached, ``publish`` its entry id.
 
-Field names are substituted from ``_codec`` into the Lua table ``F``; key names arrive as KEYS.
+Field names (and the default stream name) are substituted from ``_codec`` into the Lua table ``F``;
+key names arrive as KEYS.
 """
 
 from __future__ import annotations
@@ -44,6 +45,8 @@ _FIELDS = {
     "body": _codec.BODY,
     "delivery": _codec.DELIVERY,
     "token": _codec.TOKEN,
+    "fingerprint": _codec.FINGERPRINT,
+    "default_stream": _codec.text(_codec.DEFAULT_STREAM),
     "legacy_stage": _codec.LEGACY_STAGE,
     "legacy_committed": _codec.LEGACY_COMMITTED,
     "legacy_identity": _codec.LEGACY_IDENTITY,
@@ -85,10 +88,24 @@ local function view(key)
   else
     -- In flight the stage is a field; the compact committed form is the only one without it.
     local stage = f[F.stage]
-    if stage == nil and f[F.record] == nil then stage = '4' end
+    local coordinates, stream, entry = f[F.coordinates], f[F.stream], f[F.entry]
+    if stage == nil and f[F.record] == nil then
+      stage = '4'
+      -- Compact: the entry id rides in the coordinates (not in the first release's form), and
+      -- the default stream is omitted (see _codec).
+      if coordinates then
+        local c, e = string.match(coordinates, '^([^:]*:[^:]*:[^:]*):(.*)$')
+        if c then
+          if entry then return false end
+          coordinates, entry = c, e
+        end
+      end
+      if entry and not stream then stream = F.default_stream end
+    end
     v = {stage = stage, identity = f[F.identity], conversation = f[F.conversation],
-         coordinates = f[F.coordinates], stream = f[F.stream], entry = f[F.entry],
-         record = f[F.record], body = f[F.body], delivery = f[F.delivery]}
+         coordinates = coordinates, stream = stream, entry = entry,
+         record = f[F.record], body = f[F.body], delivery = f[F.delivery],
+         fingerprint = f[F.fingerprint]}
   end
   local s = v.stage
   if not (s == '1' or s == '2' or s == '3' or s == '4') then return false end
@@ -110,7 +127,8 @@ RESERVE = _script(
     "reserve",
     """
 -- KEYS: commit, tenant counter, conversation counter, recovery index
--- ARGV: identity, conversation, record, body, delivery, token, accepted_at_ms, member
+-- ARGV: identity, conversation, record, body, delivery, token, accepted_at_ms, member,
+--       fingerprint (of record, body and delivery: what the transitions compare)
 if not shape(KEYS[1], 'hash') then return {'corrupt'} end
 local existing = redis.call('HGETALL', KEYS[1])
 if #existing > 0 then
@@ -135,7 +153,7 @@ local cs = redis.call('INCR', KEYS[3])
 local coordinates = string.format('%d:%d:', ms, cs) .. ARGV[7]
 redis.call('HSET', KEYS[1], F.stage, '1', F.identity, ARGV[1], F.conversation, ARGV[2],
            F.coordinates, coordinates, F.record, ARGV[3], F.body, ARGV[4], F.delivery, ARGV[5],
-           F.token, ARGV[6])
+           F.token, ARGV[6], F.fingerprint, ARGV[9])
 redis.call('ZADD', KEYS[4], ARGV[7], ARGV[8])
 return {'created', coordinates}
 """,
@@ -145,9 +163,10 @@ TRANSITION = _script(
     "transition",
     """
 -- KEYS: commit, recovery index, history index, history data
--- ARGV: operation, identity, coordinates, conversation, record, body, delivery,
+-- ARGV: operation, identity, coordinates, conversation, intent fingerprint,
 --       has publication ('1'/'0'), stream, entry id, member, conversation seq,
---       history meta, history expiry (accepted_at_ms + retention_ms)
+--       history meta (put_record only), history expiry (accepted_at_ms + retention_ms),
+--       and only when asked ('need-intent'): record, body, delivery
 -- C-POST-03..05: what each operation does from each stage. '=' converges; 'record' and
 -- 'publication' name the missing evidence; a digit is the stage to advance to.
 local MOVES = {
@@ -164,10 +183,18 @@ if v == false then return {'corrupt'} end
 if v.identity ~= ARGV[2] or v.coordinates ~= ARGV[3] or v.conversation ~= ARGV[4] then
   return {'intent-mismatch'}
 end
-if v.stage ~= '4' and (v.record ~= ARGV[5] or v.body ~= ARGV[6] or v.delivery ~= ARGV[7]) then
-  return {'intent-mismatch'}
+-- Before COMMITTED the whole intent must be the reserved one: the fingerprint covers record,
+-- body and delivery. A hash reserved before fingerprints existed is compared field by field.
+if v.stage ~= '4' then
+  if v.fingerprint then
+    if v.fingerprint ~= ARGV[5] then return {'intent-mismatch'} end
+  elseif #ARGV < 15 then
+    return {'need-intent'}
+  elseif v.record ~= ARGV[13] or v.body ~= ARGV[14] or v.delivery ~= ARGV[15] then
+    return {'intent-mismatch'}
+  end
 end
-if ARGV[8] == '1' and v.stream and (v.stream ~= ARGV[9] or v.entry ~= ARGV[10]) then
+if ARGV[6] == '1' and v.stream and (v.stream ~= ARGV[7] or v.entry ~= ARGV[8]) then
   return {'publication-mismatch'}
 end
 local move = moves[v.stage]
@@ -176,27 +203,29 @@ if move == '=' then
   if v.stream then return {'ok', v.stage, v.stream, v.entry} end
   return {'ok', v.stage}
 end
-local seq = ARGV[12]
+local seq = ARGV[10]
 if move == '2' then
   if not (shape(KEYS[3], 'zset') and shape(KEYS[4], 'hash')) then return {'corrupt'} end
+  -- The history entry is the reserved record: its body is copied here, never re-sent.
   redis.call('ZADD', KEYS[3], seq, seq)
-  redis.call('HSET', KEYS[4], F.history_meta .. seq, ARGV[13], F.history_body .. seq, ARGV[6])
+  redis.call('HSET', KEYS[4], F.history_meta .. seq, ARGV[11], F.history_body .. seq, v.body)
   redis.call('HSET', KEYS[1], F.stage, '2')
   return {'ok', '2'}
 end
 if move == '3' then
-  redis.call('HSET', KEYS[1], F.stage, '3', F.stream, ARGV[9], F.entry, ARGV[10])
-  return {'ok', '3', ARGV[9], ARGV[10]}
+  redis.call('HSET', KEYS[1], F.stage, '3', F.stream, ARGV[7], F.entry, ARGV[8])
+  return {'ok', '3', ARGV[7], ARGV[8]}
 end
 -- COMMITTED: re-create the hash with only the compact fields (HDEL would leave a hashtable);
 -- no stage field: the compact form means COMMITTED.
 if not (shape(KEYS[2], 'zset') and shape(KEYS[4], 'hash')) then return {'corrupt'} end
-local stream, entry = v.stream or ARGV[9], v.entry or ARGV[10]
+local stream, entry = v.stream or ARGV[7], v.entry or ARGV[8]
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], F.identity, v.identity, F.conversation, v.conversation,
-           F.coordinates, v.coordinates, F.stream, stream, F.entry, entry)
-redis.call('ZREM', KEYS[2], ARGV[11])
-redis.call('HSET', KEYS[4], F.history_expiry .. seq, ARGV[14])
+           F.coordinates, v.coordinates .. ':' .. entry)
+if stream ~= F.default_stream then redis.call('HSET', KEYS[1], F.stream, stream) end
+redis.call('ZREM', KEYS[2], ARGV[9])
+redis.call('HSET', KEYS[4], F.history_expiry .. seq, ARGV[12])
 return {'ok', '4', stream, entry}
 """,
 )

@@ -139,6 +139,7 @@ class RedisMessageStore:
         if problem is not None:
             raise _fail(StoreErrorKind.INVALID_ARGUMENT, problem, key)
         identity = reserve_identity_digest(request)
+        encoding = _codec.intent_encoding(candidate.record, delivery)
         token = secrets.token_bytes(8)
         reply = await self._gateway.run(
             _scripts.RESERVE,
@@ -151,12 +152,13 @@ class RedisMessageStore:
             [
                 identity,
                 _codec.text(request.conversation),
-                _codec.record_to_field(candidate.record),
+                encoding.record,
                 candidate.record.content.body,
-                _codec.delivery_to_field(delivery),
+                encoding.delivery,
                 token,
                 str(candidate.accepted_at_ms),
                 member(key),
+                encoding.fingerprint,
             ],
             key,
         )
@@ -190,39 +192,44 @@ class RedisMessageStore:
     async def _transition(
         self, operation: bytes, intent: CommitIntent, publication: OutboxPublication | None
     ) -> tuple[CommitStage, OutboxPublication | None]:
-        """Run the transition script; returns the stage reached and the durable publication."""
+        """Run the transition script; returns the stage reached and the durable publication.
+
+        The script compares the intent by identity, coordinates, conversation and the fingerprint
+        of record, body and delivery (C-POST-03); only a commit reserved before fingerprints
+        existed makes it ask again with the whole intent (one more round trip, once per call).
+        """
         key = intent.key
         if not addressable(key):  # never reserved, so absent
             raise _fail(StoreErrorKind.NOT_FOUND, "no commit under this key", key)
         stream, entry_id = (b"", b"") if publication is None else _codec.publication_to_fields(publication)
         coordinates = intent.coordinates
-        reply = await self._gateway.run(
-            _scripts.TRANSITION,
-            [
-                self._keys.commit(key),
-                self._keys.recovery,
-                self._keys.history_index(key.tenant, intent.conversation),
-                self._keys.history_data(key.tenant, intent.conversation),
-            ],
-            [
-                operation,
-                intent.identity,
-                _codec.coordinates_to_field(coordinates),
-                _codec.text(intent.conversation),
-                _codec.record_to_field(intent.record),
-                intent.record.content.body,
-                _codec.delivery_to_field(intent.delivery),
-                b"0" if publication is None else b"1",
-                stream,
-                entry_id,
-                member(key),
-                str(coordinates.conversation_seq),
-                _codec.history_meta_to_field(intent),
-                str(coordinates.accepted_at_ms + intent.delivery.retention_ms),
-            ],
-            key,
-        )
+        encoding = _codec.intent_encoding(intent.record, intent.delivery)
+        keys = [
+            self._keys.commit(key),
+            self._keys.recovery,
+            self._keys.history_index(key.tenant, intent.conversation),
+            self._keys.history_data(key.tenant, intent.conversation),
+        ]
+        args: list[bytes | str] = [
+            operation,
+            intent.identity,
+            _codec.coordinates_to_field(coordinates),
+            _codec.text(intent.conversation),
+            encoding.fingerprint,
+            b"0" if publication is None else b"1",
+            stream,
+            entry_id,
+            member(key),
+            str(coordinates.conversation_seq),
+            _codec.history_meta_to_field(intent) if operation == b"put_record" else b"",
+            str(coordinates.accepted_at_ms + intent.delivery.retention_ms),
+        ]
+        reply = await self._gateway.run(_scripts.TRANSITION, keys, args, key)
         status, rest = _status(reply, key)
+        if status == b"need-intent":
+            args += [encoding.record, intent.record.content.body, encoding.delivery]
+            reply = await self._gateway.run(_scripts.TRANSITION, keys, args, key)
+            status, rest = _status(reply, key)
         if status != b"ok":
             raise _refusal(status, rest, key)
         with _codec.decoding("commit"):

@@ -50,6 +50,7 @@ from tests.impls.conftest import CONVERSATION, MEMBERS, OTHER_CONVERSATION, TENA
 from tests.impls.test_store_contract import (
     T0,
     Twin,
+    _forgeries,
     candidate_for,
     delivery_for,
     outcome,
@@ -242,11 +243,124 @@ async def test_committed_hash_is_compact(
         else:
             await store.mark_published_and_committed(intent, pub)
         stored = await raw.hgetall(keys.commit(intent.key))
-        assert set(stored) == {b"i", b"v", b"c", b"p", b"e"}
+        # The outbox's own stream is the default one, so only the entry id is kept (in ``c``).
+        assert pub.stream == "outbox"
+        assert set(stored) == {b"i", b"v", b"c"}
         assert stored[b"i"] == intent.identity and stored[b"v"] == CONVERSATION.encode()
-        assert stored[b"c"] == f"{n + 1}:{n + 1}:{T0}".encode()
-        assert (stored[b"p"], stored[b"e"]) == (pub.stream.encode(), pub.entry_id.encode())
+        assert stored[b"c"] == f"{n + 1}:{n + 1}:{T0}:{pub.entry_id}".encode()
         assert all(len(value) <= 64 for value in stored.values())
+        message = CommittedMessage(intent.key, CONVERSATION, intent.coordinates, pub)
+        assert await store.load_commit(intent.key, CONVERSATION) == LoadedCommitted(message)
+        assert await store.mark_committed(intent) == message
+
+    # Another stream (a publication from elsewhere) is kept in ``p``.
+    request = send("m-other", body=b"B" * 100)
+    reserved = await store.reserve(request, delivery_for(request), candidate_for(request))
+    assert isinstance(reserved, ReserveCreated)
+    await store.put_record(reserved.intent)
+    other = OutboxPublication("contract-stream", "7-0")
+    message = await store.mark_published_and_committed(reserved.intent, other)
+    stored = await raw.hgetall(keys.commit(request.commit_key))
+    assert stored[b"p"] == b"contract-stream" and stored[b"c"] == f"3:3:{T0}:7-0".encode()
+    assert await store.load_commit(request.commit_key, CONVERSATION) == LoadedCommitted(message)
+    assert_clean(
+        await outcome(store.mark_published_and_committed(reserved.intent, publication(8))),
+        StoreErrorKind.PUBLICATION_MISMATCH,
+    )
+
+
+async def test_first_release_compact_form_is_still_read(
+    raw: Redis, store: RedisMessageStore, namespace: str, membership: InMemoryMembership
+) -> None:
+    """The compact form written before entry ids moved into ``c``: ``i v c p e``, stream always kept."""
+    twin = Twin(store, membership)
+    intent = await twin.created(send("m-1"))
+    await twin.put_record(intent)
+    first = OutboxPublication("outbox", "1690000000000-0")
+    message = await twin.mark_published_and_committed(intent, first)
+    name = Keys(namespace).commit(intent.key)
+    await raw.delete(name)
+    await raw.hset(
+        name,
+        mapping={
+            "i": intent.identity,
+            "v": CONVERSATION,
+            "c": f"1:1:{T0}",
+            "p": first.stream,
+            "e": first.entry_id,
+        },
+    )
+    assert await twin.load_commit(intent.key, CONVERSATION) == LoadedCommitted(message)
+    assert await twin.mark_committed(intent) == message
+    assert await twin.mark_published_and_committed(intent, first) == message
+    assert_clean(
+        await twin.mark_published_and_committed(intent, OutboxPublication("outbox", "2-0")),
+        StoreErrorKind.PUBLICATION_MISMATCH,
+    )
+    await twin.check()
+    await raw.hset(name, "c", f"1:1:{T0}:1690000000000-0")  # an entry id in both places
+    assert_clean(await outcome(store.load_commit(intent.key, CONVERSATION)), StoreErrorKind.CORRUPT)
+    assert_clean(await outcome(store.mark_committed(intent)), StoreErrorKind.CORRUPT)
+
+
+# --- the intent fingerprint ------------------------------------------------------------------
+
+
+async def test_transitions_send_a_fingerprint_not_the_intent(
+    raw: Redis, store: RedisMessageStore, outbox: RedisOutbox, namespace: str
+) -> None:
+    """C-POST-03: reserve stores the fingerprint; transitions carry it, never the body or record."""
+    body = b"\xfe" * 5000
+    request = send("m-1", body=body)
+    reserved = await store.reserve(request, delivery_for(request), candidate_for(request))
+    assert isinstance(reserved, ReserveCreated)
+    assert len(await raw.hget(Keys(namespace).commit(request.commit_key), "f") or b"") == 32
+    sent: list[tuple[Any, ...]] = []
+    gateway = store._gateway
+    original = gateway._execute
+
+    async def spy(*args: Any) -> Any:
+        sent.append(args)
+        return await original(*args)
+
+    gateway._execute = spy  # type: ignore[method-assign]
+    await store.put_record(reserved.intent)
+    await store.mark_published_and_committed(reserved.intent, await outbox.publish(reserved.intent))
+    assert len(sent) == 2
+    assert all(not any(isinstance(a, bytes) and body[:64] in a for a in args) for args in sent)
+    assert all(sum(len(a) for a in args if isinstance(a, bytes | str)) < 1000 for args in sent)
+    page = await store.history_page(query())
+    assert [entry.body for entry in page.entries] == [body]  # copied server-side from the reserve
+
+
+@pytest.mark.parametrize("stage", [CommitStage.RESERVED, CommitStage.RECORDED, CommitStage.OUTBOXED])
+async def test_in_flight_hash_without_fingerprint_is_compared_whole(
+    raw: Redis,
+    store: RedisMessageStore,
+    namespace: str,
+    membership: InMemoryMembership,
+    stage: CommitStage,
+) -> None:
+    """A commit reserved before fingerprints existed: forged intents are still refused, field by
+    field, and the real one finishes (one extra round trip per call while ``f`` is absent)."""
+    twin = Twin(store, membership)
+    intent = await twin.created(send("m-1"))
+    if stage.rank >= CommitStage.RECORDED.rank:
+        await twin.put_record(intent)
+    if stage.rank >= CommitStage.OUTBOXED.rank:
+        await twin.mark_outbox_published(intent, publication(1))
+    await raw.hdel(Keys(namespace).commit(intent.key), "f")
+    for forged in _forgeries(intent).values():
+        await twin.put_record(forged)
+        await twin.mark_outbox_published(forged, publication(1))
+        await twin.mark_committed(forged)
+        await twin.mark_published_and_committed(forged, publication(1))
+        await twin.check()
+    before = store.round_trips
+    await twin.put_record(intent)
+    assert store.round_trips - before == 2
+    await twin.mark_published_and_committed(intent, publication(1))
+    await twin.check()
 
 
 @real_redis

@@ -1,0 +1,166 @@
+"""The saga runtime (impls.saga) over every saga backend: the contract's flows end to end."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import attrs
+
+from impls.saga import SagaBackend, SagaTransaction
+from impls.saga._unit import read_only
+from model.saga import (
+    AlreadyExists,
+    CommandEnvelope,
+    CommandProcessed,
+    CommitFate,
+    Decision,
+    DuplicateCommand,
+    DuplicateResult,
+    EligibilityRevoked,
+    MessageRefused,
+    Phase,
+    ResultApplied,
+    RolledBack,
+    SagaStatus,
+    StaleFencingToken,
+    StartSaga,
+    TimerClaimed,
+    TimerRenewed,
+    saga_id_for,
+)
+
+from .conftest import KEY, ORCHESTRATOR, Rig, make_rig
+
+
+def _status(rig: Rig, saga_id: str) -> SagaStatus:
+    instance = rig.orch.instance(saga_id)
+    assert instance is not None
+    return instance.status
+
+
+def _effects(rig: Rig) -> dict[str, list[str]]:
+    return {owner: [e.effect_id for e in part.effects()] for owner, part in rig.parts.items()}
+
+
+def test_happy_saga_completes_and_applies_each_effect_once(rig: Rig) -> None:
+    started = rig.start()
+    rig.drive()
+    assert _status(rig, started.saga_id) is SagaStatus.COMPLETED
+    assert [(c.step_index, c.phase) for c in rig.delivered] == [(i, Phase.EXECUTE) for i in range(3)]
+    assert all(len(effects) == 1 for effects in _effects(rig).values())
+    assert rig.orch.start_saga(StartSaga(KEY, "k1", json_payload=b'{"qty":1}'), 0) == AlreadyExists(
+        started.saga_id, started.start_digest
+    )
+
+
+def test_failing_step_compensates_completed_steps_in_reverse_order(rig: Rig) -> None:
+    """S-STEP-02: charge rejected -> unhold, then unreserve -> Compensated."""
+    started = rig.start()
+
+    def reject_charge(command: CommandEnvelope) -> Decision:
+        return Decision.REJECT if command.step_index == 2 else Decision.SUCCEED
+
+    rig.drive(reject_charge)
+    assert _status(rig, started.saga_id) is SagaStatus.COMPENSATED
+    compensations = [c.step_index for c in rig.delivered if c.phase is Phase.COMPENSATE]
+    assert compensations == [1, 0]
+
+
+def test_uncertain_effect_is_resolved_then_completes(rig: Rig) -> None:
+    """S-STEP-04: reserve left unknown -> resolve by effect_id -> confirmed -> the saga goes on."""
+    started = rig.start()
+    first = True
+
+    def reserve_unknown_once(command: CommandEnvelope) -> Decision:
+        nonlocal first
+        if first:
+            first = False
+            return Decision.UNKNOWN
+        return Decision.SUCCEED
+
+    rig.drive(reserve_unknown_once)
+    assert _status(rig, started.saga_id) is SagaStatus.COMPLETED
+    resolve = [c for c in rig.delivered if c.phase is Phase.RESOLVE]
+    assert len(resolve) == 1 and resolve[0].target_effect_id == rig.delivered[0].effect_id
+    assert _effects(rig)["p0"] == [rig.delivered[0].effect_id]  # applied once, by the resolve
+
+
+def test_uncertain_effect_under_manual_policy_awaits_intervention(rig: Rig) -> None:
+    """S-STEP-05: charge left unknown with the manual-intervention policy -> no retry, no compensation."""
+    started = rig.start()
+
+    def charge_unknown(command: CommandEnvelope) -> Decision:
+        return Decision.UNKNOWN if command.step_index == 2 else Decision.SUCCEED
+
+    rig.drive(charge_unknown)
+    assert _status(rig, started.saga_id) is SagaStatus.AWAITING_MANUAL_INTERVENTION
+    assert not rig.orch.pending_commands()
+    assert all(c.phase is Phase.EXECUTE for c in rig.delivered)
+
+
+def test_duplicate_command_and_result_are_absorbed(rig: Rig) -> None:
+    """S-PART-02, S-ORCH-03: redelivered envelopes change nothing; the effect is applied once."""
+    started = rig.start()
+    command, first = rig.command()
+    assert isinstance(first, CommandProcessed) and not first.absorbed
+    again = rig.parts["p0"].handle_command(command, ORCHESTRATOR, Decision.SUCCEED)
+    assert again == DuplicateCommand(command.command_id)
+    envelope, applied = rig.result("p0")
+    assert isinstance(applied, ResultApplied)
+    assert rig.orch.handle_result(envelope, "p0", rig.now) == DuplicateResult(envelope.message_id)
+    assert _effects(rig)["p0"] == [command.effect_id]
+    assert len(rig.orch.journal(started.saga_id)) == 2  # start + one applied result
+
+
+def test_forged_result_is_refused_and_takes_no_inbox_key(rig: Rig) -> None:
+    """S-ORCH-01: wrong owner, wrong digest or untrusted producer: refused before the claim."""
+    rig.start()
+    rig.command()
+    envelope = rig.parts["p0"].pending_results()[0]
+    forgeries = [
+        (attrs.evolve(envelope, owner="p1"), "p1"),
+        (attrs.evolve(envelope, definition_digest="0" * 64), "p0"),
+        (envelope, "mallory"),
+    ]
+    for forged, producer in forgeries:
+        assert isinstance(rig.orch.handle_result(forged, producer, rig.now), MessageRefused)
+        assert not read_only(rig.orch.backend, lambda tx: tx.result_claimed(envelope.message_id))
+    assert isinstance(rig.orch.handle_result(envelope, "p0", rig.now), ResultApplied)
+
+
+def test_stale_timer_token_is_refused(rig: Rig) -> None:
+    """S-TIMER-02: w1's lease lapses, w2 takes over; w1 can neither renew nor fire."""
+    rig.start()
+    (timer,) = rig.orch.due_timers(10_000)
+    first = rig.orch.claim_timer(timer.timer_id, "w1", 10_000, 50)
+    assert isinstance(first, TimerClaimed)
+    second = rig.orch.claim_timer(timer.timer_id, "w2", 10_050, 50)
+    assert isinstance(second, TimerClaimed) and second.token > first.token
+    stale = StaleFencingToken(timer.timer_id, first.token, second.token)
+    assert rig.orch.renew_timer(timer.timer_id, first.token, 10_060, 50) == stale
+    assert rig.orch.fire_timer(timer.timer_id, first.token, 10_060) == stale
+    assert isinstance(rig.orch.renew_timer(timer.timer_id, second.token, 10_060, 50), TimerRenewed)
+
+
+def test_rolled_back_start_leaves_nothing(open_backend: Callable[[str], SagaBackend]) -> None:
+    """S-START-08, S-TX-01: a start that fails before COMMIT, or whose host revokes it, writes nothing."""
+    def fates(unit: str) -> CommitFate:
+        return CommitFate.ROLLED_BACK if unit == "start" else CommitFate.COMMITTED
+
+    rig = make_rig(open_backend, fates)
+    request = StartSaga(KEY, "k1", json_payload=b'{"qty":1}')
+    started_id = saga_id_for(KEY.tenant, KEY.workflow, "k1")
+    assert rig.orch.start_saga(request, 0) == RolledBack()
+    assert rig.orch.start_saga(request, 0, lambda checkpoint: checkpoint == 0) == EligibilityRevoked(1)
+
+    def everything(tx: SagaTransaction) -> tuple[object, ...]:
+        return (
+            tx.load_receipt(started_id),
+            tx.list_instances(),
+            tx.journal(),
+            tx.list_commands(),
+            tx.list_timers(),
+            tx.quota_used(KEY.tenant),
+        )
+
+    assert read_only(rig.orch.backend, everything) == (None, (), (), (), (), 0)
