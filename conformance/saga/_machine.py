@@ -17,7 +17,7 @@ lease to another while it still holds its token, lifecycle moves racing starts.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import attrs
 from hypothesis import strategies as st
@@ -38,7 +38,7 @@ from conformance.saga._faults import (
     RELAY_CRASH,
     REORDER,
 )
-from conformance.saga._target import SagaTarget
+from conformance.saga._target import SagaTarget, TimedBackend
 from impls.saga import Orchestrator, Participant, SagaBackend
 from impls.saga._convert import instance_from_row, journal_from_row, timer_from_row
 from impls.saga._unit import read_only
@@ -106,7 +106,7 @@ class SagaMachine(ConformanceMachine):
     def _open(self, target: SagaTarget, namespace: str) -> SagaBackend:
         backend = target.open(namespace)
         self.backends.append(backend)
-        return backend
+        return cast(SagaBackend, TimedBackend(backend, self.context.stats))
 
     def _fate(self, _unit: str) -> m.CommitFate:
         fate, self.fate = self.fate, m.CommitFate.COMMITTED
