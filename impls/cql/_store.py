@@ -112,9 +112,8 @@ from model.commit import (
     delivery_problem,
     history_query_problem,
     identity_matches,
-    is_valid_client_message_id,
+    request_problem,
     reserve_identity_digest,
-    send_problem,
 )
 
 # Rounds of read-judge-write per transition: stages advance at most three times, plus settles.
@@ -160,12 +159,6 @@ class _ReserveState:
     message_seq: int
     conversation_seq: int
     commit: StoredCommit | None
-
-
-def _request_problem(request: AuthenticatedSend) -> str | None:
-    if not is_valid_client_message_id(request.client_message_id):
-        return "client message id is not valid"
-    return send_problem(request)
 
 
 async def _all_or_first_error(*calls: Awaitable[Any]) -> list[Any]:
@@ -311,7 +304,7 @@ class CqlMessageStore:
     ) -> ReserveResult:
         """C-POST-01, C-POST-02, C-PRE-02, C-PRE-03, C-ERR-04: one conditional batch per new key."""
         key = request.commit_key
-        problem = _request_problem(request) or delivery_problem(request, delivery)
+        problem = request_problem(request) or delivery_problem(request, delivery)
         if problem is None and candidate.record != MessageRecord.from_send(request):
             problem = "candidate record is not the canonical record of the request"
         if problem is not None:
@@ -641,7 +634,7 @@ class CqlMessageStore:
     async def load_commit_for_request(self, request: AuthenticatedSend) -> LoadedCommit | None:
         """C-PRE-03, C-PRE-09: the durable canonical identity must name this very request."""
         key = request.commit_key
-        problem = _request_problem(request)
+        problem = request_problem(request)
         if problem is not None:
             raise _error(StoreErrorKind.INVALID_ARGUMENT, problem, key)
         keyspace = await self._keyspace()

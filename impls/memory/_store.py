@@ -48,9 +48,8 @@ from model.commit import (
     delivery_problem,
     history_query_problem,
     identity_matches,
-    is_valid_client_message_id,
+    request_problem,
     reserve_identity_digest,
-    send_problem,
 )
 
 _CAPABILITIES = StoreCapabilities(atomic_publish_and_commit=True)
@@ -94,12 +93,6 @@ def _fail(kind: StoreErrorKind, detail: str, key: CommitKey | None = None) -> Me
     return MessageStoreError(kind, detail, key)
 
 
-def _request_problem(request: AuthenticatedSend) -> str | None:
-    if not is_valid_client_message_id(request.client_message_id):
-        return "client message id is not valid"
-    return send_problem(request)
-
-
 class MemoryMessageStore:
     """A ``MessageStore`` whose durable state is this object's dicts (impls.api.MessageStore)."""
 
@@ -135,7 +128,7 @@ class MemoryMessageStore:
     ) -> ReserveResult:
         """C-POST-01, C-POST-02, C-PRE-02, C-PRE-03, C-ERR-04: allocate once per key."""
         key = request.commit_key
-        problem = _request_problem(request) or delivery_problem(request, delivery)
+        problem = request_problem(request) or delivery_problem(request, delivery)
         if problem is None and candidate.record != MessageRecord.from_send(request):
             problem = "candidate record is not the canonical record of the request"
         if problem is not None:
@@ -280,7 +273,7 @@ class MemoryMessageStore:
     async def load_commit_for_request(self, request: AuthenticatedSend) -> LoadedCommit | None:
         """C-PRE-03, C-PRE-07, C-PRE-09: compare the durable identity, never just the key."""
         key = request.commit_key
-        problem = _request_problem(request)
+        problem = request_problem(request)
         if problem is not None:
             raise _fail(StoreErrorKind.INVALID_ARGUMENT, problem, key)
         async with self._step():

@@ -108,6 +108,7 @@ from model.commit._validation import (
     history_query_problem,
     is_valid_client_message_id,
     is_valid_id,
+    request_problem,
     send_problem,
 )
 from model.commit._values import (
@@ -217,6 +218,7 @@ __all__ = [
     "next_step",
     "put_record",
     "recovery_order",
+    "request_problem",
     "reserve",
     "reserve_identity_digest",
     "scan_recoverable_commits",

@@ -20,8 +20,7 @@ from model.commit._validation import (
     MAX_SCAN_ITEMS,
     delivery_problem,
     history_query_problem,
-    is_valid_client_message_id,
-    send_problem,
+    request_problem,
 )
 from model.commit._values import (
     ABSENT_RANK,
@@ -180,7 +179,7 @@ def reserve(
     post: not isinstance(__return__[1], MessageStoreError) or __return__[0] == state
     """
     key = request.commit_key
-    problem = _request_problem(request)
+    problem = request_problem(request)
     if problem is None:
         problem = delivery_problem(request, delivery)
     if problem is None and candidate.record != MessageRecord.from_send(request):
@@ -225,12 +224,6 @@ def reserve(
         conversation_seq={**state.conversation_seq, conversation_ref: coordinates.conversation_seq},
     )
     return new_state, ReserveCreated(intent)
-
-
-def _request_problem(request: AuthenticatedSend) -> str | None:
-    if not is_valid_client_message_id(request.client_message_id):
-        return "client message id is not valid"
-    return send_problem(request)
 
 
 # --- the stage transitions ------------------------------------------------------------------
@@ -403,7 +396,7 @@ def load_commit_for_request(
 ) -> LoadedCommit | MessageStoreError | None:
     """C-PRE-03, C-PRE-09: compares the durable canonical identity; any difference is a conflict."""
     key = request.commit_key
-    problem = _request_problem(request)
+    problem = request_problem(request)
     if problem is not None:
         return _error(StoreErrorKind.INVALID_ARGUMENT, problem, key)
     entry = state.commits.get(key)

@@ -72,6 +72,13 @@ def send_problem(request: AuthenticatedSend) -> str | None:
     return content_problem(request.content)
 
 
+def request_problem(request: AuthenticatedSend) -> str | None:
+    """C-PRE-01, C-ERR-04: why a store must refuse this request, or None. One home for every store."""
+    if not is_valid_client_message_id(request.client_message_id):
+        return "client message id is not valid"
+    return send_problem(request)
+
+
 def delivery_problem(request: AuthenticatedSend, delivery: FrozenDeliveryInput) -> str | None:
     if delivery.conversation != request.conversation:
         return "delivery input is for another conversation"
