@@ -300,4 +300,8 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Run as a script this file is ``__main__``, a second copy beside ``conformance.cli``, where
+    # ``register_subcommand`` puts ``bench``; so hand over to the imported module's ``main``.
+    from conformance.cli import main as imported_main
+
+    sys.exit(imported_main())

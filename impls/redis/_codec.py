@@ -27,7 +27,7 @@ With every value at most 64 bytes Redis keeps the hash ``listpack``-encoded; a h
 a longer value stays ``hashtable`` even after HDEL, so the key is re-created, never trimmed. The
 stage field goes too: only a committed commit is ever compact. ``MEMORY USAGE`` counts the
 listpack, the key name and fixed overhead, so it grows with namespace and id lengths: on Redis 7.0
-with a 10-character namespace, 184 B for ids ``t1``/``alice``/``m-1``/``c1`` and 248 B for
+with a 10-character namespace, 168 B for ids ``t1``/``alice``/``m-1``/``c1`` and 248 B for
 11/13/13-character tenant/sender/conversation ids and a UUID client message id (an 80-byte key
 name); ``conformance bench`` measures both. The compact form of the first release (``c`` with
 three parts, the entry id in ``e`` and the stream always in ``p``) is still read.

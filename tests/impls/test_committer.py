@@ -115,7 +115,9 @@ async def test_repeat_replays_the_same_ack_and_consumes_nothing(rig: Rig) -> Non
     again = await rig.committer(fault_hook=hook).send(send("m1"))
 
     assert again == first
-    assert hook.passed == []  # a replay takes no step and passes no fault point
+    # A replay goes through reserve (a member with no quota skips the pre-read), so it passes the
+    # pre-reserve point and nothing after it: no step is taken again.
+    assert hook.passed == [FaultPoint.M_COMMIT_01]
     assert rig.outbox.published == [first.publication]
     assert await committer.resume_existing(send("m1")) == first
     assert await committer.resume(first.key, CONVERSATION) == first
@@ -408,12 +410,14 @@ async def test_a_store_that_keeps_failing_ends_recoverable_never_acked(rig: Rig)
     with pytest.raises(Crash):
         await rig.committer(fault_hook=CrashAt(FaultPoint.M_COMMIT_03)).send(send("m1"))
     rig.store.calls.clear()
+    rig.store.fail_before["reserve"] = 100
     rig.store.fail_before["load_commit_for_request"] = 100
     error = await raises_commit_error(
         CommitErrorKind.RECOVERABLE, rig.committer(max_attempts=3).send(send("m1"))
     )
     assert error.key == send("m1").commit_key
-    assert rig.store.calls.count("load_commit_for_request") == 3
+    # reserve fails, then the read-back fails twice: three attempts spent, then RECOVERABLE
+    assert rig.store.calls.count("reserve") + rig.store.calls.count("load_commit_for_request") == 3
     assert await rig.stage(send("m1")) is CommitStage.RECORDED
 
     rig.store.fail_before.clear()
@@ -445,7 +449,13 @@ async def test_an_unexpected_store_exception_becomes_a_commit_error(rig: Rig, me
     rig.store.unexpected.add(method)
     if method == "load_commit":
         rig.store.lose_response["put_record"] = 1  # the only way a fresh send re-reads
-    error = await raises_commit_error(CommitErrorKind.RECOVERABLE, rig.committer().send(send("m1")))
+    # A fresh send by a member goes straight to reserve; resume_existing always reads the request.
+    call = (
+        rig.committer().resume_existing(send("m1"))
+        if method == "load_commit_for_request"
+        else rig.committer().send(send("m1"))
+    )
+    error = await raises_commit_error(CommitErrorKind.RECOVERABLE, call)
     assert error.key == send("m1").commit_key
     assert "store bug" not in str(error)
 
