@@ -55,7 +55,7 @@ pytest: venv
 
 conformance-real: venv
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --backend memory,fakeredis,redis,cql --suite all --profile $(PROFILE) $(SEED_FLAG) \
+	$(BIN)/conformance run --backend memory,fakeredis,sqlite,redis,cql,postgres,mysql --suite all --profile $(PROFILE) $(SEED_FLAG) \
 		--junit $(REPORTS)/conformance-real.xml --report $(REPORTS)/conformance-real.json
 
 # Services are started first so that a missing server fails the run in CI instead of skipping.

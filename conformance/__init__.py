@@ -4,6 +4,7 @@ Public API (usable without pytest; docs/backend-authors.md)::
 
     from conformance import run_conformance
     report = run_conformance("mypkg.store:make_store", suites=("store", "commit"), profile="ci")
+    report = run_conformance("mypkg.saga:make_saga_backend", suites=("saga",))  # a saga backend
     assert report.ok, report.details()
 
 Layout: ``_machine`` (the base state machine, step recording), ``_scheduler`` (deterministic

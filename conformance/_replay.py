@@ -66,7 +66,8 @@ def backend_for(failure: FailureFile, overrides: Mapping[str, str] | None = None
             service = named.service
     for role, path in factories.items():
         if path.startswith("<"):
-            raise ValueError(f"the {role} factory of this failure is not importable ({path}); pass --{role}")
+            flag = "--store" if family is not None and role == family.primary_role else f"--{role}"
+            raise ValueError(f"the {role} factory of this failure is not importable ({path}); pass {flag}")
     return BackendUnderTest(failure.backend, suite.family, factories, service)
 
 

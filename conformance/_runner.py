@@ -27,12 +27,11 @@ from conformance._minimize import minimize
 from conformance._progress import Progress
 from conformance._report import FailureSummary, Report, SuiteResult, Verdict
 from conformance._settings import hypothesis_settings
-from conformance._suites import BackendUnderTest, Suite, suite_named
+from conformance._suites import FAMILIES, BackendUnderTest, Suite, suite_named
 from conformance._violations import CoverageGap, HarnessEnvironmentError, Violation
 
 DEFAULT_FAILURE_DIR = Path(".ratchet/failures")
 DEFAULT_DATABASE_DIR = Path(".ratchet/examples")
-MEMORY_OUTBOX = "impls.memory:open_outbox"
 
 
 @attrs.frozen
@@ -64,18 +63,23 @@ def run_conformance(
     coverage_gate: bool = True,
     progress: bool | Progress = False,
 ) -> Report:
-    """Run the commit suites on one store; no pytest needed. Never raises for a verdict.
+    """Run suites on one third-party backend; no pytest needed. Never raises for a verdict.
 
-    ``store_factory`` is an ``impls.api.StoreFactory`` (``async (namespace, membership) ->
-    MessageStore``) or its ``"module:function"`` path; without ``outbox_factory`` the in-memory
-    outbox is used. ``faults`` restricts what is injected (kind or fault-point names, ``-name`` to
-    drop one). Inspect ``Report.ok`` / ``Report.exit_code`` / ``Report.details()``.
+    ``store_factory`` fills the primary role of each suite's family (as ``--store`` does): for
+    the commit-family suites (``store``, ``commit``) an ``impls.api.StoreFactory`` (``async
+    (namespace, membership) -> MessageStore``), without ``outbox_factory`` the in-memory outbox
+    is used; for ``suites=("saga",)`` an ``impls.saga.SagaBackendFactory`` (``(namespace) ->
+    SagaBackend``), and ``outbox_factory`` must be None. Either may be a callable or its
+    ``"module:function"`` path. ``faults`` restricts what is injected (kind or fault-point names,
+    ``-name`` to drop one). Inspect ``Report.ok`` / ``Report.exit_code`` / ``Report.details()``;
+    an unknown suite or an outbox for the saga suite raises ``ValueError`` (a bad factory path is
+    an ``ERROR`` verdict).
     """
-    target = BackendUnderTest(
-        name=backend,
-        family="commit",
-        factories={"store": store_factory, "outbox": outbox_factory or MEMORY_OUTBOX},
-    )
+    pairs = []
+    for name in suites:
+        suite = suite_named(name)
+        family = FAMILIES[suite.family]
+        pairs.append((family.custom_backend(backend, store_factory, outbox_factory), suite))
     options = RunOptions(
         profile=profile,
         examples=examples,
@@ -87,7 +91,7 @@ def run_conformance(
         coverage_gate=coverage_gate,
     )
     printer = progress if isinstance(progress, Progress) else (Progress() if progress else None)
-    return run_matrix([(target, suite_named(name)) for name in suites], options, printer)
+    return run_matrix(pairs, options, printer)
 
 
 def run_matrix(

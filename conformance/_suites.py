@@ -89,9 +89,40 @@ class Suite:
 
 @attrs.frozen
 class Family:
+    """A suite family and how a third-party backend of it is given.
+
+    ``custom_roles[0]`` is the role ``--store`` (and ``run_conformance``'s first argument) fills:
+    ``store`` for the commit family, ``backend`` for the saga family; ``outbox`` is the only other
+    role with a flag of its own. ``custom_defaults`` fills optional roles nobody gave.
+    """
+
     name: str
     backends: Callable[[], Mapping[str, BackendUnderTest]]  # the named backends of this family
     custom_roles: tuple[str, ...]  # factory roles a --store style custom backend must/may give
+    custom_defaults: Mapping[str, str] = attrs.field(factory=dict)
+
+    @property
+    def primary_role(self) -> str:
+        return self.custom_roles[0]
+
+    def overrides(
+        self, primary: str | Callable[..., Any] | None, outbox: str | Callable[..., Any] | None = None
+    ) -> dict[str, str | Callable[..., Any]]:
+        """Map ``--store`` / ``--outbox`` onto this family's roles; ``ValueError`` for a role it lacks."""
+        given: dict[str, str | Callable[..., Any]] = {}
+        if primary is not None:
+            given[self.primary_role] = primary
+        if outbox is not None:
+            if "outbox" not in self.custom_roles:
+                raise ValueError(f"{self.name} backends take no outbox factory")
+            given["outbox"] = outbox
+        return given
+
+    def custom_backend(
+        self, name: str, primary: str | Callable[..., Any], outbox: str | Callable[..., Any] | None = None
+    ) -> BackendUnderTest:
+        """A third-party backend of this family: its primary factory, optional roles defaulted."""
+        return BackendUnderTest(name, self.name, {**self.custom_defaults, **self.overrides(primary, outbox)})
 
 
 SUITES: dict[str, Suite] = {}

@@ -61,7 +61,11 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     where.add_argument(
         "--backend", type=_csv, help="named backends, comma-separated, or all (default: memory)"
     )
-    where.add_argument("--store", metavar="MODULE:FACTORY", help="a third-party store factory")
+    where.add_argument(
+        "--store",
+        metavar="MODULE:FACTORY",
+        help="a third-party backend factory: a store (commit suites) or a saga backend (saga suite)",
+    )
     parser.add_argument(
         "--outbox", metavar="MODULE:FACTORY", help="outbox factory for --store (default: in-memory)"
     )
@@ -108,11 +112,12 @@ def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
     pairs: list[tuple[BackendUnderTest, Suite]] = []
     if args.store:
         for suite in suites:
-            family = FAMILIES[suite.family]
-            if "store" not in family.custom_roles:
-                raise UsageError(f"--store runs commit-family suites; {suite.name} is a {suite.family} suite")
-            factories = {"store": args.store, "outbox": args.outbox or "impls.memory:open_outbox"}
-            pairs.append((BackendUnderTest(args.name or "custom", suite.family, factories), suite))
+            try:
+                family = FAMILIES[suite.family]
+                custom = family.custom_backend(args.name or "custom", args.store, args.outbox)
+            except ValueError as exc:
+                raise UsageError(f"--outbox with suite {suite.name}: {exc}") from None
+            pairs.append((custom, suite))
         return pairs
     names = args.backend or ["memory"]
     if "all" in names:
@@ -184,7 +189,11 @@ def _run(args: argparse.Namespace) -> int:
 
 def _configure_replay(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="a failure file written by `conformance run`")
-    parser.add_argument("--store", metavar="MODULE:FACTORY", help="replay against this store factory instead")
+    parser.add_argument(
+        "--store",
+        metavar="MODULE:FACTORY",
+        help="replay against this store (commit suites) or saga backend (saga suite) factory instead",
+    )
     parser.add_argument("--outbox", metavar="MODULE:FACTORY", help="and this outbox factory")
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="print each step and the failing step's calls"
@@ -200,7 +209,11 @@ def _replay(args: argparse.Namespace) -> int:
         failure = FailureFile.read(args.file)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    overrides = {role: path for role, path in (("store", args.store), ("outbox", args.outbox)) if path}
+    try:
+        family = FAMILIES[suite_named(failure.suite).family]
+        overrides = {role: str(path) for role, path in family.overrides(args.store, args.outbox).items()}
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     print(f"replaying {args.file}: {failure.suite} on {failure.backend}, {len(failure.program)} steps")
     print(f"recorded: {failure.rule_id}: {failure.message}")
     try:

@@ -137,7 +137,9 @@ def _named_backends() -> Mapping[str, BackendUnderTest]:
     }
 
 
-COMMIT_FAMILY = register_family(Family("commit", _named_backends, ("store", "outbox")))
+COMMIT_FAMILY = register_family(
+    Family("commit", _named_backends, ("store", "outbox"), {"outbox": "impls.memory:open_outbox"})
+)
 
 STORE_SUITE = register_suite(
     Suite(

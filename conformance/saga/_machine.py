@@ -12,7 +12,12 @@ Faults are rules and arguments: a COMMIT that rolls back or whose answer is lost
 ACK lost after a committed delivery (the envelope stays on the wire and is redelivered), a
 relay that dies between publishing and recording it (duplicates), envelopes picked in any
 order, forged results, a participant effect left uncertain, a timer worker that loses its
-lease to another while it still holds its token, lifecycle moves racing starts.
+lease to another while it still holds its token, lifecycle moves racing starts. Each honours
+the run's fault filter (``--faults``) as the commit machines' ``arm_*`` rules do: a fault the
+filter does not allow is not injected (the step still runs, fault-free), so a replay with the
+same filter runs the same program. Duplicates are a consequence of other faults (lost ACKs,
+relay crashes); without ``duplicate`` the transport drops an envelope already absorbed instead
+of delivering it again.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
+from conformance._faults import FaultKind
 from conformance._machine import ConformanceMachine, step
 from conformance._violations import Violation
 from conformance.saga import _world as w
@@ -112,13 +118,19 @@ class SagaMachine(ConformanceMachine):
         fate, self.fate = self.fate, m.CommitFate.COMMITTED
         return fate
 
+    def _allows(self, kind: FaultKind) -> bool:
+        return self.context.faults.allows(kind.name)
+
     def _set_fate(self, name: str) -> m.CommitFate:
         fate = FATES[name]
+        kind = {m.CommitFate.COMMITTED: None, m.CommitFate.ROLLED_BACK: COMMIT_ROLLED_BACK}.get(
+            fate, COMMIT_UNKNOWN
+        )
+        if kind is not None and not self._allows(kind):
+            fate = m.CommitFate.COMMITTED
+        elif kind is not None:
+            self.context.inject(kind.name)
         self.fate = fate
-        if fate is m.CommitFate.ROLLED_BACK:
-            self.context.inject(COMMIT_ROLLED_BACK.name)
-        elif fate is not m.CommitFate.COMMITTED:
-            self.context.inject(COMMIT_UNKNOWN.name)
         return fate
 
     def _catalog_setup(self) -> None:
@@ -175,6 +187,8 @@ class SagaMachine(ConformanceMachine):
     @rule(action=st.sampled_from(["activate"] * 8 + ["deprecate", "retire"]))
     @step
     def lifecycle(self, action: str) -> None:
+        if not self._allows(LIFECYCLE_RACE):
+            return
         if action != "activate" and len(self.model.instances) < 2:
             action = "activate"  # keep the definition startable until some sagas run
         self.context.inject(LIFECYCLE_RACE.name)
@@ -204,6 +218,7 @@ class SagaMachine(ConformanceMachine):
         self._relay_commands(crash)
 
     def _relay_commands(self, crash: bool) -> None:
+        crash = crash and self._allows(RELAY_CRASH)
         expected = m.pending_commands(self.model)
         actual = self.orch.pending_commands()
         self.expect("S-ORCH-02", expected, actual)
@@ -223,15 +238,23 @@ class SagaMachine(ConformanceMachine):
         self._relay_commands(crash=relay == "crash")
         if not self.wire.commands:
             return
-        position = index % len(self.wire.commands)
-        if position:
-            self.context.inject(REORDER.name)
+        position = self._pick(index, len(self.wire.commands))
         command = self.wire.commands[position]
+        owner = command.owner
         chosen = DECISIONS[decision]
         if chosen is m.Decision.UNKNOWN:
-            self.context.inject(EFFECT_UNCERTAIN.name)
+            if self._allows(EFFECT_UNCERTAIN):
+                self.context.inject(EFFECT_UNCERTAIN.name)
+            else:
+                chosen = m.Decision.SUCCEED
+        _, probe = m.handle_command(
+            self.model_parts[owner],
+            m.CommandDelivery(command, w.ORCHESTRATOR, chosen, m.CommitFate.COMMITTED),
+        )
+        if isinstance(probe, m.DuplicateCommand) and not self._allows(DUPLICATE):
+            self.wire.commands.pop(position)  # the transport drops what was already absorbed
+            return
         commit = self._set_fate(fate)
-        owner = command.owner
         self.model_parts[owner], expected = m.handle_command(
             self.model_parts[owner], m.CommandDelivery(command, w.ORCHESTRATOR, chosen, commit)
         )
@@ -249,10 +272,19 @@ class SagaMachine(ConformanceMachine):
         if isinstance(expected, m.DuplicateCommand):
             self.context.inject(DUPLICATE.name)
         if expected.verdict is not m.Verdict.REDELIVER:
-            if ack_lost:
+            if ack_lost and self._allows(ACK_LOST):
                 self.context.inject(ACK_LOST.name)
             else:
                 self.wire.commands.pop(position)
+
+    def _pick(self, index: int, pending: int) -> int:
+        """The envelope delivered next: any of those pending (a reorder), or the head."""
+        if not self._allows(REORDER):
+            return 0
+        position = index % pending
+        if position:
+            self.context.inject(REORDER.name)
+        return position
 
     @rule(crash=st.booleans())
     @step
@@ -260,6 +292,7 @@ class SagaMachine(ConformanceMachine):
         self._relay_results(crash)
 
     def _relay_results(self, crash: bool) -> None:
+        crash = crash and self._allows(RELAY_CRASH)
         for owner in w.OWNERS:
             expected = tuple(
                 r for r in self.model_parts[owner].outbox if r.message_id not in self.results_published
@@ -282,15 +315,19 @@ class SagaMachine(ConformanceMachine):
         self._relay_results(crash=relay == "crash")
         if not self.wire.results:
             return
-        position = index % len(self.wire.results)
-        if position:
-            self.context.inject(REORDER.name)
+        position = self._pick(index, len(self.wire.results))
         producer, envelope = self.wire.results[position]
-        if forge != "none":
+        _, probe = m.handle_result(
+            self.model, m.ResultDelivery(envelope, producer, self.now, m.CommitFate.COMMITTED)
+        )
+        if isinstance(probe, m.DuplicateResult) and not self._allows(DUPLICATE):
+            self.wire.results.pop(position)  # the transport drops what was already absorbed
+            return
+        if forge != "none" and self._allows(FORGED):
             self._forge(producer, envelope, forge)  # a forged twin arrives first
         outcome = self._deliver_result(producer, envelope, fate)
         if outcome.verdict is not m.Verdict.REDELIVER:
-            if ack_lost:
+            if ack_lost and self._allows(ACK_LOST):
                 self.context.inject(ACK_LOST.name)
             else:
                 self.wire.results.pop(position)
@@ -316,6 +353,8 @@ class SagaMachine(ConformanceMachine):
     @step
     def forge_result(self, index: int, how: str) -> None:
         """A forged twin of a genuine result: it must claim nothing (S-ORCH-01, S-DLV-03)."""
+        if not self._allows(FORGED):
+            return
         self._relay_results(crash=False)
         if not self.wire.results:
             return
@@ -366,6 +405,12 @@ class SagaMachine(ConformanceMachine):
             return
         # Expired leases first: taking one over is the interesting case (a stale holder remains).
         due = tuple(sorted(due, key=lambda t: t.lease is None))
+        if not self._allows(LEASE_LOST):
+            # Only timers no other worker still holds a token for: a takeover is the fault.
+            taken = {timer_id for other, (timer_id, _) in self.leases.items() if other != worker}
+            due = tuple(t for t in due if t.timer_id not in taken)
+            if not due:
+                return
         timer = due[index % len(due)] if index % 2 else due[0]
         request = m.ClaimTimer(timer.timer_id, worker, self.now, w.LEASE_MS)
         self.model, expected = m.claim_timer(self.model, request)
@@ -398,7 +443,7 @@ class SagaMachine(ConformanceMachine):
     @step
     def stale_worker_advances(self, fate: str) -> None:
         """w1 claims a timer, its lease lapses, w2 takes it over, w1 still tries to fire (S-TIMER-02)."""
-        if not self.model.timers.timers:
+        if not self.model.timers.timers or not self._allows(LEASE_LOST):
             return
         self.leases.pop("w1", None)
         self.leases.pop("w2", None)

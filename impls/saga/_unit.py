@@ -45,11 +45,39 @@ class Conflict(Exception):
     """A guarded write lost a race the body's reads did not foresee: roll back, redeliver."""
 
 
+#: How many times a unit runs when the database itself rolls it back (a serialization failure,
+#: a deadlock, a lock timeout). A rollback the harness injects through the fate is never retried.
+MAX_ATTEMPTS = 3
+
+
+class _DatabaseRolledBack(Exception):
+    """The database refused this attempt with a definite rollback: the unit may run again."""
+
+
 def run_unit(
     backend: SagaBackend,
     unit: str,
     body: Callable[[SagaTransaction], Commit[O] | Abort[O]],
     fates: FateHook = always_commit,
+) -> O | RolledBack | OutcomeUnknown:
+    """Run ``body`` as one transaction, again (bounded) when the database rolled it back.
+
+    A retry is safe because nothing of a rolled-back attempt is durable and the body reads
+    everything it decides on inside its own transaction (S-TX-01).
+    """
+    for _ in range(MAX_ATTEMPTS):
+        try:
+            return _attempt(backend, unit, body, fates)
+        except _DatabaseRolledBack:
+            continue
+    return RolledBack()
+
+
+def _attempt(
+    backend: SagaBackend,
+    unit: str,
+    body: Callable[[SagaTransaction], Commit[O] | Abort[O]],
+    fates: FateHook,
 ) -> O | RolledBack | OutcomeUnknown:
     try:
         tx = backend.begin()
@@ -57,7 +85,12 @@ def run_unit(
         return RolledBack()
     try:
         decided = body(tx)
-    except (SagaBackendError, Conflict):
+    except SagaBackendError as exc:
+        tx.rollback()
+        if exc.kind is SagaBackendErrorKind.ROLLED_BACK:
+            raise _DatabaseRolledBack from exc
+        return RolledBack()
+    except Conflict:
         tx.rollback()
         return RolledBack()
     except BaseException:
@@ -79,6 +112,8 @@ def run_unit(
         tx.rollback()
         if exc.kind is SagaBackendErrorKind.OUTCOME_UNKNOWN:
             return OutcomeUnknown()
+        if exc.kind is SagaBackendErrorKind.ROLLED_BACK:
+            raise _DatabaseRolledBack from exc
         return RolledBack()
     if fate is CommitFate.UNKNOWN_APPLIED:
         return OutcomeUnknown()

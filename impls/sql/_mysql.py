@@ -10,7 +10,8 @@ only the *statement* on a lock timeout, and the runtime then rolls back the tran
 Text keys are ``utf8mb4`` with the binary, no-pad collation (``utf8mb4_nopad_bin``; MySQL 8:
 ``utf8mb4_0900_bin``): case, accents and trailing spaces all count, and ``ORDER BY`` is code
 point order, as in the model. InnoDB keys are at most 3072 bytes; a table whose declared key
-is wider (four 200-character names) is keyed by a stored SHA-256 of its key columns instead.
+is wider (four 200-character names) is keyed by a stored SHA-256 of its key columns instead,
+and its key columns past the lookup index are unbounded text (a reference id has no limit).
 The connection reports *matched* rows (``CLIENT.FOUND_ROWS``), so a guarded ``UPDATE`` that
 rewrites a value unchanged still counts; ``INSERT IGNORE`` reports a taken key as 0 rows, and
 any warning other than a duplicate key (a value coerced by IGNORE) fails the statement.
@@ -23,8 +24,6 @@ in flight (2013 lost connection, 2006 gone away, 1927 killed, ``InterfaceError``
 
 from __future__ import annotations
 
-import hashlib
-import re
 import time
 from typing import Any
 
@@ -35,7 +34,7 @@ from conformance.services import MysqlParams, mysql_dsn, mysql_params
 from impls.saga._backend import SagaBackendErrorKind
 
 from ._saga import SCHEMA
-from ._server import Contention, ServerSagaBackend
+from ._server import NS_CHARS, Contention, ServerSagaBackend
 
 CONNECT_TIMEOUT_S = 5
 # A COMMIT that gets no answer at all must end as OUTCOME_UNKNOWN, not hang the worker.
@@ -46,10 +45,7 @@ MAX_KEY_BYTES = 3072  # InnoDB, DYNAMIC row format
 _REFUSED_CODES = frozenset({1213, 1205, 1062, 1586, 1020})
 _DUPLICATE_KEY = 1062
 
-# Namespaces that are short plain ASCII are stored as they are; any other is stored as a digest
-# marked with "~", which no stored-as-is namespace contains.
-_PLAIN_NAMESPACE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
-NS_TYPE = "VARCHAR(64) CHARACTER SET ascii COLLATE ascii_bin"
+NS_TYPE = f"VARCHAR({NS_CHARS}) CHARACTER SET ascii COLLATE ascii_bin"
 NAME_CHARS = 200  # the model's longest name (model.saga._values.name_validator)
 
 
@@ -93,12 +89,6 @@ class MysqlDialect:
 MYSQL = MysqlDialect()
 
 
-def namespace_key(namespace: str) -> str:
-    if _PLAIN_NAMESPACE.fullmatch(namespace):
-        return namespace
-    return "~" + hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).hexdigest()[:40]
-
-
 def _types(collation: str) -> dict[str, str]:
     return {
         "K": f"VARCHAR({NAME_CHARS}) CHARACTER SET utf8mb4 COLLATE {collation}",
@@ -116,14 +106,19 @@ def create_table_statements(prefix: str, collation: str) -> list[str]:
     statements = []
     for table, (columns, key) in SCHEMA.items():
         roles = dict(columns)
+        hashed = NS_CHARS + sum(_KEY_BYTES[roles[name]] for name in key) > MAX_KEY_BYTES
+        if hashed:
+            # Key columns outside the lookup index need no bound at all (a reference id has none).
+            roles.update({name: "T" for name in key[3:] if roles[name] == "K"})
         cols = ", ".join(
-            f"{name} {types[role]}{' NOT NULL' if name in key else ''}" for name, role in columns
+            f"{name} {types[roles[name]]}{' NOT NULL' if name in key else ''}" for name, _ in columns
         )
-        if 64 + sum(_KEY_BYTES[roles[name]] for name in key) <= MAX_KEY_BYTES:
+        if not hashed:
             keys = f"PRIMARY KEY (ns, {', '.join(key)})"
         else:
-            # Too wide for an InnoDB key: unique on a digest of the key (names hold no NUL, so
-            # the separator keeps the parts apart), looked up through a prefix index.
+            # Too wide for an InnoDB key: unique on a digest of the key (names hold no NUL, and
+            # only the last part may, so the separator keeps the parts apart), looked up
+            # through a prefix index on the leading key columns.
             parts = ", ".join(("ns", *key))
             lookup = ", ".join(("ns", *(f"{name}(50)" if roles[name] == "K" else name for name in key[:3])))
             cols += f", row_key BINARY(32) AS (UNHEX(SHA2(CONCAT_WS(CHAR(0), {parts}), 256))) STORED"
@@ -136,9 +131,14 @@ def create_table_statements(prefix: str, collation: str) -> list[str]:
 
 
 class MysqlEngine:
-    def __init__(self, params: MysqlParams) -> None:
+    def __init__(self, params: MysqlParams, lock_wait_timeout_s: int = LOCK_WAIT_TIMEOUT_S) -> None:
         self._params = params
-        self._endpoint = f"mysql://{params.user}@{params.host}:{params.port}/{params.database}"
+        self._lock_wait_timeout_s = lock_wait_timeout_s
+        # Pooled sessions are only shared between backends with the same session settings.
+        self._endpoint = (
+            f"mysql://{params.user}@{params.host}:{params.port}/{params.database}"
+            f"#lock_wait_timeout={lock_wait_timeout_s}"
+        )
 
     @property
     def dialect(self) -> MysqlDialect:
@@ -171,13 +171,10 @@ class MysqlEngine:
         )
         with raw.cursor() as cursor:
             cursor.execute(
-                f"SET SESSION innodb_lock_wait_timeout = {LOCK_WAIT_TIMEOUT_S}, "
+                f"SET SESSION innodb_lock_wait_timeout = {int(self._lock_wait_timeout_s)}, "
                 "sql_mode = 'STRICT_ALL_TABLES,NO_ENGINE_SUBSTITUTION'"
             )
         return raw
-
-    def namespace_key(self, namespace: str) -> str:
-        return namespace_key(namespace)
 
     def usable(self, raw: Any) -> bool:
         return bool(raw.open)
@@ -233,9 +230,11 @@ class MysqlEngine:
                     raise pymysql.err.DataError(code, message)
 
 
-def open_mysql_saga_backend(namespace: str, dsn: str | None = None) -> ServerSagaBackend:
+def open_mysql_saga_backend(
+    namespace: str, dsn: str | None = None, *, lock_wait_timeout_s: int = LOCK_WAIT_TIMEOUT_S
+) -> ServerSagaBackend:
     """The saga backend for ``namespace`` on MariaDB/MySQL (``RATCHET_MYSQL_DSN`` unless ``dsn``)."""
-    return ServerSagaBackend(MysqlEngine(mysql_params(dsn or mysql_dsn())), namespace)
+    return ServerSagaBackend(MysqlEngine(mysql_params(dsn or mysql_dsn()), lock_wait_timeout_s), namespace)
 
 
-__all__ = ["MYSQL", "MysqlDialect", "MysqlEngine", "namespace_key", "open_mysql_saga_backend"]
+__all__ = ["MYSQL", "MysqlDialect", "MysqlEngine", "open_mysql_saga_backend"]

@@ -8,14 +8,19 @@ most conflicts into waits instead of serialization failures. ``lock_timeout`` bo
 wait. Keys and text are ``COLLATE "C"``: byte order is code point order, so every
 ``ORDER BY`` matches the model's Python ordering.
 
+Keys are B-tree entries of at most 2704 bytes; a table whose declared key could be wider (four
+200-character names, an unbounded reference id) is keyed by a unique index on the SHA-256 of
+its key columns instead.
+
 Error classes (SQLSTATE), decided here and only here:
 
-* class 40 (``40001`` serialization failure, ``40P01`` deadlock), ``55P03`` lock timeout,
-  ``57014`` statement timeout, class 23 (a key taken in a race), ``25P02`` (a failed
-  transaction) -> ``ROLLED_BACK``: the server ended the transaction and nothing of it applied;
+* before COMMIT was sent, every failure is ``ROLLED_BACK``: ``40001`` serialization failure,
+  ``40P01`` deadlock, ``55P03`` lock timeout, ``57014`` statement timeout, ``23505`` a key
+  taken in a race, a dropped session (the server rolls back what it loses);
+* a COMMIT answered with a class 40 error (but ``40003``), a class 23 error (a deferred
+  constraint) or ``25P02`` is ``ROLLED_BACK``: the server refused it;
 * anything else while COMMIT was in flight (a lost connection has no SQLSTATE; ``57P01`` is
-  the session terminated) -> ``OUTCOME_UNKNOWN``;
-* anything else before COMMIT -> ``ROLLED_BACK`` (the server rolls back a session it lost).
+  the session terminated) is ``OUTCOME_UNKNOWN``.
 
 A COMMIT that the server answers with ``ROLLBACK`` (the transaction had failed) is raised as
 ``InFailedSqlTransaction``: never reported as committed.
@@ -32,13 +37,14 @@ from conformance.services import pg_dsn
 from impls.saga._backend import SagaBackendErrorKind
 
 from ._saga import SCHEMA
-from ._server import Contention, ServerSagaBackend
+from ._server import NS_CHARS, Contention, ServerSagaBackend
+
+NAME_CHARS = 200  # the model's longest name (model.saga._values.name_validator)
 
 # Session settings sent with the startup packet (no extra round trip): bound every lock
 # wait, every statement, and a transaction a crashed worker left open.
-SESSION_OPTIONS = " ".join(
-    ("-c lock_timeout=2000", "-c statement_timeout=30000", "-c idle_in_transaction_session_timeout=60000")
-)
+LOCK_TIMEOUT_MS = 2000
+SESSION_OPTIONS = "-c statement_timeout=30000 -c idle_in_transaction_session_timeout=60000"
 CONNECT_TIMEOUT_S = 5
 
 # Errors the server answers a COMMIT with when it has rolled the transaction back.
@@ -87,22 +93,48 @@ POSTGRES = PostgresDialect()
 _TYPES = {"K": POSTGRES.key_type, "T": POSTGRES.text_type, "B": POSTGRES.blob_type, "I": POSTGRES.int_type}
 # Serializes concurrent first-time DDL of several processes (CREATE TABLE IF NOT EXISTS races).
 _DDL_LOCK_KEY = 0x5A6A_7E7A
+# A B-tree entry holds at most 2704 bytes. Worst cases: a name is 200 characters of 4 bytes
+# (plus a 4-byte length), the ns column 64 ASCII bytes, an integer 8 bytes.
+MAX_KEY_BYTES = 2600
+_KEY_BYTES = {"K": 4 + NAME_CHARS * 4, "I": 8}
+
+
+def _digest_function(prefix: str) -> str:
+    # sha256 of the UTF-8 text; convert_to() is only STABLE (it looks the encoding up by name),
+    # but with a fixed encoding it is immutable, which an index expression needs.
+    return (
+        f"CREATE OR REPLACE FUNCTION {prefix}key_digest(text) RETURNS bytea LANGUAGE sql IMMUTABLE "
+        "PARALLEL SAFE AS $$ SELECT sha256(convert_to($1, 'UTF8')) $$"
+    )
 
 
 def create_table_statements(prefix: str) -> list[str]:
-    statements = []
+    statements = [_digest_function(prefix)]
     for table, (columns, key) in SCHEMA.items():
-        cols = ", ".join(f"{name} {_TYPES[role]}" for name, role in columns)
-        statements.append(
-            f"CREATE TABLE IF NOT EXISTS {prefix}{table} (ns {POSTGRES.key_type} NOT NULL, {cols}, "
-            f"PRIMARY KEY (ns, {', '.join(key)}))"
+        roles = dict(columns)
+        cols = ", ".join(
+            f"{name} {_TYPES[role]}{' NOT NULL' if name in key else ''}" for name, role in columns
         )
+        name, ns = f"{prefix}{table}", f"ns {POSTGRES.key_type} NOT NULL"
+        if 4 + NS_CHARS + sum(_KEY_BYTES[roles[column]] for column in key) <= MAX_KEY_BYTES:
+            primary = f"PRIMARY KEY (ns, {', '.join(key)})"
+            statements.append(f"CREATE TABLE IF NOT EXISTS {name} ({ns}, {cols}, {primary})")
+            continue
+        # Too wide for a B-tree entry: unique on a digest of the key (names are printable, so the
+        # separator keeps the parts apart), looked up through an index on its leading columns.
+        parts = " || chr(31) || ".join(f"{c}::text" if roles[c] == "I" else c for c in key)
+        statements += [
+            f"CREATE TABLE IF NOT EXISTS {name} ({ns}, {cols})",
+            f"CREATE UNIQUE INDEX IF NOT EXISTS {name}_key ON {name} (ns, {prefix}key_digest({parts}))",
+            f"CREATE INDEX IF NOT EXISTS {name}_lookup ON {name} (ns, {', '.join(key[:3])})",
+        ]
     return statements
 
 
 class PostgresEngine:
-    def __init__(self, dsn: str) -> None:
+    def __init__(self, dsn: str, lock_timeout_ms: int = LOCK_TIMEOUT_MS) -> None:
         self._dsn = dsn
+        self._lock_timeout_ms = lock_timeout_ms
 
     @property
     def dialect(self) -> PostgresDialect:
@@ -110,19 +142,17 @@ class PostgresEngine:
 
     @property
     def endpoint(self) -> str:
-        return self._dsn
+        # Pooled sessions are only shared between backends with the same session settings.
+        return f"{self._dsn}#lock_timeout={self._lock_timeout_ms}"
 
     def connect(self) -> psycopg.Connection[Any]:
         return psycopg.connect(
-            self.endpoint,
+            self._dsn,
             autocommit=True,
             connect_timeout=CONNECT_TIMEOUT_S,
-            options=SESSION_OPTIONS,
+            options=f"{SESSION_OPTIONS} -c lock_timeout={self._lock_timeout_ms}",
             application_name="ratchet-saga",
         )
-
-    def namespace_key(self, namespace: str) -> str:
-        return namespace  # TEXT holds any namespace as it is
 
     def usable(self, raw: psycopg.Connection[Any]) -> bool:
         return not raw.closed and not raw.broken
@@ -131,7 +161,7 @@ class PostgresEngine:
         return int(raw.info.backend_pid)
 
     def kill_session(self, session_id: int) -> None:
-        with psycopg.connect(self.endpoint, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as admin:
+        with psycopg.connect(self._dsn, autocommit=True, connect_timeout=CONNECT_TIMEOUT_S) as admin:
             # With a timeout, pg_terminate_backend waits until the session has really ended.
             admin.execute("SELECT pg_terminate_backend(%s, 5000)", (session_id,))
 
@@ -160,9 +190,11 @@ class PostgresEngine:
             raise pg_errors.InFailedSqlTransaction("COMMIT rolled back a failed transaction")
 
 
-def open_postgres_saga_backend(namespace: str, dsn: str | None = None) -> ServerSagaBackend:
+def open_postgres_saga_backend(
+    namespace: str, dsn: str | None = None, *, lock_timeout_ms: int = LOCK_TIMEOUT_MS
+) -> ServerSagaBackend:
     """The saga backend for ``namespace`` on PostgreSQL (``RATCHET_PG_DSN`` unless ``dsn``)."""
-    return ServerSagaBackend(PostgresEngine(dsn or pg_dsn()), namespace)
+    return ServerSagaBackend(PostgresEngine(dsn or pg_dsn(), lock_timeout_ms), namespace)
 
 
 __all__ = ["POSTGRES", "PostgresDialect", "PostgresEngine", "open_postgres_saga_backend"]

@@ -8,9 +8,11 @@ create the tables, how to kill a session. This module adds what a shared, networ
 database needs on top:
 
 * **One set of tables for every namespace.** Rows carry an ``ns`` column
-  (``SqlSagaBackend(namespace=...)``); the tables are created once per process and
-  endpoint, named ``saga_<digest>_<table>`` where the digest covers ``_saga.SCHEMA`` and the
-  engine's DDL, so a changed schema never meets tables an older build created.
+  (``SqlSagaBackend(namespace=...)``, the value from ``namespace_key``: short plain names as
+  they are, any other as a digest); the tables are created once per process and endpoint,
+  named ``saga_<digest>_<table>`` where the digest covers ``_saga.SCHEMA`` and the engine's
+  DDL, so a changed schema never meets tables an older build created. Nothing is truncated
+  between examples: every example works in namespaces of its own.
 * **Connections die.** ``begin`` reconnects a connection that broke (the transaction on it
   is already gone on the server); closing a backend parks its idle connection in a small
   per-endpoint pool, so opening a namespace costs no handshake.
@@ -30,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import re
 import threading
 from collections import deque
 from collections.abc import Callable
@@ -72,9 +75,10 @@ class DriverFaults:
 
     ``statements``: raised (as the engine's exception for that contention) instead of the
     next statement that is not BEGIN/COMMIT/ROLLBACK. ``commits``: what happens to the next
-    COMMITs (a ``Contention`` is the server refusing the COMMIT: the transaction is rolled
-    back for real and the error raised). ``before_commit``: run once, just before the next
-    COMMIT is sent (real faults: kill the session from a second connection).
+    COMMITs; a ``Contention`` there is the server refusing the COMMIT, as it does for a
+    serialization failure or a deadlock (the transaction is rolled back for real and the error
+    raised). ``before_commit``: run once, just before the next COMMIT is sent (real faults:
+    kill the session from a second connection, cut the network).
     """
 
     statements: deque[Contention] = attrs.field(factory=deque)
@@ -95,10 +99,6 @@ class Engine(Protocol):
 
     def connect(self) -> Any:
         """A new autocommit connection with the session settings the backend relies on."""
-        ...
-
-    def namespace_key(self, namespace: str) -> str:
-        """The ``ns`` column value that stands for ``namespace`` (one-to-one)."""
         ...
 
     def usable(self, raw: Any) -> bool:
@@ -132,6 +132,19 @@ class Engine(Protocol):
     def check(self, raw_cursor: Any, sql: str) -> None:
         """Engine-specific checks after a statement ran (raise the driver's exception)."""
         ...
+
+
+# Short plain namespaces are stored as they are; any other as a digest marked with "~", which no
+# plain namespace contains. Either way the ``ns`` column holds at most 64 ASCII characters.
+_PLAIN_NAMESPACE = re.compile(r"[A-Za-z0-9_.:-]{1,64}")
+NS_CHARS = 64
+
+
+def namespace_key(namespace: str) -> str:
+    """The ``ns`` column value of ``namespace``: one-to-one, ASCII, at most ``NS_CHARS`` long."""
+    if _PLAIN_NAMESPACE.fullmatch(namespace):
+        return namespace
+    return "~" + hashlib.sha256(namespace.encode("utf-8", "surrogatepass")).hexdigest()[:40]
 
 
 def table_prefix(engine: Engine) -> str:
@@ -249,6 +262,8 @@ class ServerSagaBackend(SqlSagaBackend):
         if not isinstance(namespace, str) or not namespace:
             raise SagaBackendError(SagaBackendErrorKind.UNAVAILABLE, "a namespace must be a non-empty string")
         self.engine = engine
+        #: the namespace as the caller named it (``namespace`` is its ``ns`` column value)
+        self.namespace_name = namespace
         raw = _take_idle(engine)
         if raw is None:
             raw = self._connect()
@@ -258,10 +273,12 @@ class ServerSagaBackend(SqlSagaBackend):
             table_prefix(engine),
             driver_commits=False,
             capabilities=SERVER_CAPABILITIES,
-            namespace=engine.namespace_key(namespace),
+            namespace=namespace_key(namespace),
         )
 
     connection: DriverConnection
+    #: The transaction class ``begin`` opens (a broken example substitutes its own).
+    transaction: type[SqlTransaction] = SqlTransaction
 
     @property
     def faults(self) -> DriverFaults:
@@ -302,13 +319,13 @@ class ServerSagaBackend(SqlSagaBackend):
         if not self.connection.usable():
             self._reconnect()
         try:
-            return SqlTransaction(self)
+            return self.transaction(self)
         except SagaBackendError:
             if self.connection.usable():
                 raise
         self._reconnect()
         try:
-            return SqlTransaction(self)
+            return self.transaction(self)
         except SagaBackendError:
             raise _unavailable("the database did not accept a transaction") from None
 
@@ -354,5 +371,6 @@ __all__ = [
     "DriverFaults",
     "Engine",
     "ServerSagaBackend",
+    "namespace_key",
     "table_prefix",
 ]

@@ -40,6 +40,8 @@ from model.saga import (
 SAGA_BACKEND_PARAMS = [
     pytest.param("memory", id="memory"),
     pytest.param("sqlite", id="sqlite"),
+    pytest.param("postgres", id="postgres", marks=pytest.mark.service("postgres")),
+    pytest.param("mysql", id="mysql", marks=pytest.mark.service("mariadb")),
 ]
 
 ORCHESTRATOR = "orchestrator"
