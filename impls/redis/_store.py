@@ -46,9 +46,8 @@ from model.commit import (
     delivery_problem,
     history_query_problem,
     identity_matches,
-    is_valid_client_message_id,
+    request_problem,
     reserve_identity_digest,
-    send_problem,
 )
 
 _CAPABILITIES = StoreCapabilities(atomic_publish_and_commit=True)
@@ -78,12 +77,6 @@ class CommitHashFootprint:
 
 def _fail(kind: StoreErrorKind, detail: str, key: CommitKey | None = None) -> MessageStoreError:
     return MessageStoreError(kind, detail, key)
-
-
-def _request_problem(request: AuthenticatedSend) -> str | None:
-    if not is_valid_client_message_id(request.client_message_id):
-        return "client message id is not valid"
-    return send_problem(request)
 
 
 def _status(reply: Any, key: CommitKey | None) -> tuple[bytes, list[Any]]:
@@ -133,7 +126,7 @@ class RedisMessageStore:
         reservation and still answer ``ReserveCreated``.
         """
         key = request.commit_key
-        problem = _request_problem(request) or delivery_problem(request, delivery)
+        problem = request_problem(request) or delivery_problem(request, delivery)
         if problem is None and candidate.record != MessageRecord.from_send(request):
             problem = "candidate record is not the canonical record of the request"
         if problem is not None:
@@ -287,7 +280,7 @@ class RedisMessageStore:
     async def load_commit_for_request(self, request: AuthenticatedSend) -> LoadedCommit | None:
         """C-PRE-03, C-PRE-07, C-PRE-09: QIMD digests compare by digest, legacy QIMC byte for byte."""
         key = request.commit_key
-        problem = _request_problem(request)
+        problem = request_problem(request)
         if problem is not None:
             raise _fail(StoreErrorKind.INVALID_ARGUMENT, problem, key)
         stored = await self._load(key)
