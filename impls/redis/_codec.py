@@ -67,7 +67,6 @@ from model.commit import (
     MessageType,
     OutboxPublication,
     StoreErrorKind,
-    UserId,
 )
 
 # --- current format field names ---
@@ -125,8 +124,12 @@ def decoding(what: str) -> Iterator[None]:
         raise MessageStoreError(StoreErrorKind.CORRUPT, f"stored {what} cannot be decoded") from None
 
 
+# One encoder for every stored JSON value: ``json.dumps`` with options builds a new one per call.
+_CANONICAL = json.JSONEncoder(sort_keys=True, separators=(",", ":"), ensure_ascii=True)
+
+
 def _canonical_json(value: object) -> bytes:
-    return json.dumps(value, sort_keys=True, separators=(",", ":"), ensure_ascii=True).encode()
+    return _CANONICAL.encode(value).encode()
 
 
 def _typed(value: Any, kind: type) -> Any:
@@ -151,9 +154,12 @@ def coordinates_to_field(coordinates: MessageCoordinates) -> bytes:
 
 
 def coordinates_from_field(raw: bytes) -> MessageCoordinates:
-    with decoding("coordinates"):
+    # try/except, not ``decoding``: every reserve and load decodes coordinates.
+    try:
         message_seq, conversation_seq, accepted_at = raw.split(b":")
         return MessageCoordinates(int(message_seq), int(conversation_seq), int(accepted_at))
+    except (ValueError, TypeError, AttributeError):
+        raise MessageStoreError(StoreErrorKind.CORRUPT, "stored coordinates cannot be decoded") from None
 
 
 def committed_coordinates_to_field(coordinates: MessageCoordinates, entry_id: bytes) -> bytes:
@@ -176,6 +182,30 @@ def publication_to_fields(publication: OutboxPublication) -> tuple[bytes, bytes]
 def publication_from_fields(stream: bytes, entry_id: bytes) -> OutboxPublication:
     with decoding("publication"):
         return OutboxPublication(_str(stream), _str(entry_id))
+
+
+def pack_publication(publication: OutboxPublication) -> bytes:
+    """One script argument or reply part: ``<len(entry)>:<entry><stream>`` (either may hold ``:``)."""
+    stream, entry_id = publication_to_fields(publication)
+    return b"%d:%s%s" % (len(entry_id), entry_id, stream)
+
+
+def unpack_publication(raw: bytes) -> OutboxPublication:
+    with decoding("publication"):
+        length, colon, rest = raw.partition(b":")
+        size = int(length)
+        if not colon or size > len(rest):
+            raise ValueError("not a packed publication")
+        return publication_from_fields(rest[size:], rest[:size])
+
+
+def stage_reached(raw: bytes) -> tuple[CommitStage, OutboxPublication | None]:
+    """A transition script's answer: the stage digit, then the durable publication if any."""
+    try:
+        stage = CommitStage(int(raw[:1]))
+    except ValueError:
+        raise MessageStoreError(StoreErrorKind.CORRUPT, "stored commit cannot be decoded") from None
+    return stage, (unpack_publication(raw[1:]) if len(raw) > 1 else None)
 
 
 # --- record and delivery ---------------------------------------------------------------------
@@ -400,13 +430,13 @@ def history_entry_from_fields(meta: bytes, body: bytes) -> HistoryEntry:
 
 
 def outbox_event_fields(intent: CommitIntent) -> list[bytes]:
-    """The stream entry a publication appends: what delivery needs, as field/value pairs."""
-    recipients: list[UserId] = list(intent.delivery.recipients)
+    """The stream entry a publication appends, as field/value pairs: the frozen intent's record
+    (key and conversation included), body, delivery input (recipients) and coordinates, in the
+    same encodings as the commit hash, so nothing is encoded twice."""
+    encoding = intent_encoding(intent.record, intent.delivery)
     return [
-        b"key", _canonical_json(list(intent.key.sort_key())),
-        b"conversation", text(intent.conversation),
-        b"coordinates", coordinates_to_field(intent.coordinates),
-        b"recipients", _canonical_json(recipients),
-        b"record", intent_encoding(intent.record, intent.delivery).record,
-        b"body", intent.record.content.body,
+        COORDINATES, coordinates_to_field(intent.coordinates),
+        RECORD, encoding.record,
+        BODY, intent.record.content.body,
+        DELIVERY, encoding.delivery,
     ]  # fmt: skip

@@ -12,8 +12,7 @@ FLUSH) the same call falls back to EVAL, which also caches it.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from typing import Any
 
 import redis.exceptions
@@ -25,24 +24,17 @@ from model.commit import CommitKey, MessageStoreError, StoreErrorKind
 Arg = bytes | str | int
 
 
-@contextmanager
-def _door(key: CommitKey | None) -> Iterator[None]:
-    try:
-        yield
-    except MessageStoreError:
-        raise
-    except redis.exceptions.ResponseError as exc:
+def _translated(error: Exception, key: CommitKey | None) -> MessageStoreError:
+    """What a redis-py, socket or event-loop failure means to the contract (C-ERR-01)."""
+    if isinstance(error, redis.exceptions.ResponseError):
         # A key of the wrong type is stored data we cannot read; any other error reply (OOM,
         # BUSY, READONLY, a script error) is the server refusing the call right now.
-        if str(exc).startswith("WRONGTYPE"):
-            raise MessageStoreError(
-                StoreErrorKind.CORRUPT, "stored data has an unexpected shape", key
-            ) from None
-        raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the server refused the call", key) from None
-    except Exception:
-        # Connection refused or reset, timeouts, protocol errors, a closed client: the call may or
-        # may not have applied, which is what UNAVAILABLE says.
-        raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the server did not answer", key) from None
+        if str(error).startswith("WRONGTYPE"):
+            return MessageStoreError(StoreErrorKind.CORRUPT, "stored data has an unexpected shape", key)
+        return MessageStoreError(StoreErrorKind.UNAVAILABLE, "the server refused the call", key)
+    # Connection refused or reset, timeouts, protocol errors, a closed client: the call may or
+    # may not have applied, which is what UNAVAILABLE says.
+    return MessageStoreError(StoreErrorKind.UNAVAILABLE, "the server did not answer", key)
 
 
 class Gateway:
@@ -62,20 +54,29 @@ class Gateway:
     ) -> Any:
         """Run ``script`` once on the server (one round trip, two if the script was not cached)."""
         self._check_open(key)
-        with _door(key):
+        # try/except inline rather than a context manager: this is every commit's hot path.
+        try:
             try:
                 self.round_trips += 1
                 return await self._execute("EVALSHA", script.sha, len(keys), *keys, *args)
             except redis.exceptions.NoScriptError:
                 self.round_trips += 1
                 return await self._execute("EVAL", script.source, len(keys), *keys, *args)
+        except MessageStoreError:
+            raise
+        except Exception as error:
+            raise _translated(error, key) from None
 
     async def command(self, *args: Arg, key: CommitKey | None = None) -> Any:
         """One plain command, one round trip."""
         self._check_open(key)
-        with _door(key):
+        try:
             self.round_trips += 1
             return await self._execute(*args)
+        except MessageStoreError:
+            raise
+        except Exception as error:
+            raise _translated(error, key) from None
 
     async def _execute(self, *args: Arg) -> Any:
         # redis-py leaves execute_command unannotated; this is its one typed call site.
@@ -85,5 +86,7 @@ class Gateway:
         if self._closed:
             return
         self._closed = True
-        with _door(None):
+        try:
             await self._client.aclose()
+        except Exception as error:
+            raise _translated(error, None) from None

@@ -24,6 +24,8 @@ key                                type     holds
 
 from __future__ import annotations
 
+import functools
+
 from impls.redis._codec import text
 from model.commit import (
     CommitKey,
@@ -41,8 +43,11 @@ def valid_namespace(namespace: str) -> bool:
     return bool(namespace) and not any(ch in namespace for ch in "{}\x00") and namespace.isprintable()
 
 
+@functools.lru_cache(maxsize=1024)
 def addressable(key: CommitKey) -> bool:
-    """Whether ``key`` could ever have been reserved; other keys are absent by construction."""
+    """Whether ``key`` could ever have been reserved; other keys are absent by construction.
+
+    Asked before every transition of a commit, so the answer is kept per key."""
     return (
         is_valid_id(key.tenant)
         and is_valid_id(key.sender)
@@ -50,7 +55,9 @@ def addressable(key: CommitKey) -> bool:
     )
 
 
+@functools.lru_cache(maxsize=1024)
 def member(key: CommitKey) -> bytes:
+    """Asked for several times per commit (key name, recovery member, outbox dedupe), built once."""
     return MEMBER_SEPARATOR.join(text(part) for part in key.sort_key())
 
 

@@ -42,8 +42,8 @@ class RedisOutbox:
             [member(key), *_codec.outbox_event_fields(intent)],
             key,
         )
-        if isinstance(reply, list) and len(reply) == 2 and reply[0] == b"ok" and isinstance(reply[1], bytes):
-            return OutboxPublication(self.stream, reply[1].decode())
+        if isinstance(reply, bytes):  # the entry id
+            return OutboxPublication(self.stream, reply.decode())
         raise MessageStoreError(StoreErrorKind.CORRUPT, "the outbox holds data of an unexpected shape", key)
 
     async def readiness(self) -> None:

@@ -4,19 +4,23 @@ Rules every write script follows (Redis runs a script atomically but does not ro
 
 * every check comes before the first write, including the shape (TYPE) of each key written, so a
   script either changes nothing or does its whole transition;
-* contract outcomes come back as a status array (``{'ok', ...}``, ``{'not-found'}``, ...), which
-  the adapter maps to values and ``MessageStoreError`` kinds; error replies mean server trouble;
+* the hot path answers with one bulk string (new coordinates, the stage reached, an entry id),
+  since every array element costs the client a parse; other contract outcomes come back as a
+  status array (``{'not-found'}``, ``{'exists', ...}``, ...), which the adapter maps to values and
+  ``MessageStoreError`` kinds; error replies mean server trouble (WRONGTYPE: stored data of
+  another shape);
 * running a script again after it applied converges to the same result: redis-py re-sends a
   command after a connection error, so a lost reply can run a script twice. ``reserve`` finds its
   own reserve token, the transitions find the stage already reached, ``publish`` its entry id.
 
-Field names (and the default stream name) are substituted from ``_codec`` into the Lua table ``F``;
-key names arrive as KEYS.
+Field names (and the default stream name) are written ``F.<name>`` in the Lua text and spliced in
+from ``_codec`` as literals; key names arrive as KEYS.
 """
 
 from __future__ import annotations
 
 import hashlib
+import re
 
 import attrs
 
@@ -62,17 +66,16 @@ _FIELDS = {
 }
 
 _PRELUDE = """
-local F = {%s}
-
--- Whether KEY is absent or holds WANT; checked before writing so no write can fail half-way.
+-- Whether KEY is absent or holds WANT; checked before a write that is not the script's first,
+-- so no write can fail half-way (a failing first write or read has changed nothing).
 local function shape(key, want)
   local t = redis.call('TYPE', key)['ok']
   return t == 'none' or t == want
 end
 
--- A commit hash in either format, as one table; nil when absent, false when unreadable.
+-- A commit hash in either format, as one table; nil when absent, false when unreadable. A key of
+-- another type fails the HGETALL (WRONGTYPE) before the caller writes anything.
 local function view(key)
-  if not shape(key, 'hash') then return false end
   local flat = redis.call('HGETALL', key)
   if #flat == 0 then return nil end
   local f = {}
@@ -115,12 +118,28 @@ local function view(key)
   if (s == '3' or s == '4') ~= (v.stream ~= nil and v.entry ~= nil) then return false end
   return v
 end
+
+-- A publication as the adapter packs it (``_codec.pack_publication``): '<#entry>:<entry><stream>'.
+local function unpack_publication(p)
+  local colon = string.find(p, ':', 1, true)
+  local n = tonumber(string.sub(p, 1, colon - 1))
+  return string.sub(p, colon + n + 1), string.sub(p, colon + 1, colon + n)
+end
+
+local function pack_publication(stream, entry)
+  return #entry .. ':' .. entry .. stream
+end
 """
+
+_FIELD_REFERENCE = re.compile(r"\bF\.(\w+)")
 
 
 def _script(name: str, body: str) -> Script:
-    fields = ", ".join(f"{lua} = '{raw.decode()}'" for lua, raw in _FIELDS.items())
-    return Script(name, ((_PRELUDE % fields) + body).encode())
+    # Field names are spliced in as Lua string literals: no table is built on every call.
+    def literal(match: re.Match[str]) -> str:
+        return "'" + _FIELDS[match.group(1)].decode() + "'"
+
+    return Script(name, _FIELD_REFERENCE.sub(literal, _PRELUDE + body).encode())
 
 
 RESERVE = _script(
@@ -129,21 +148,21 @@ RESERVE = _script(
 -- KEYS: commit, tenant counter, conversation counter, recovery index
 -- ARGV: identity, conversation, record, body, delivery, token, accepted_at_ms, member,
 --       fingerprint (of record, body and delivery: what the transitions compare)
-if not shape(KEYS[1], 'hash') then return {'corrupt'} end
+-- Reply: the new commit's coordinates (a bulk string), or a status array.
 local existing = redis.call('HGETALL', KEYS[1])
 if #existing > 0 then
   -- The adapter judges identity and stage; a repeat writes nothing (C-POST-01).
   table.insert(existing, 1, 'exists')
   return existing
 end
-if not (shape(KEYS[2], 'string') and shape(KEYS[3], 'string') and shape(KEYS[4], 'zset')) then
-  return {'corrupt'}
-end
+-- GET checks each counter's type too (WRONGTYPE before any write).
 local function counter_ok(key)
   local n = redis.call('GET', key)
   return (not n) or (string.match(n, '^%d+$') ~= nil and #n < 16)
 end
-if not (counter_ok(KEYS[2]) and counter_ok(KEYS[3])) then return {'corrupt'} end
+if not (counter_ok(KEYS[2]) and counter_ok(KEYS[3]) and shape(KEYS[4], 'zset')) then
+  return {'corrupt'}
+end
 local score = tonumber(ARGV[7])
 if not score or score ~= score or score == math.huge or score == -math.huge then
   return {'bad-timestamp'}
@@ -155,7 +174,7 @@ redis.call('HSET', KEYS[1], F.stage, '1', F.identity, ARGV[1], F.conversation, A
            F.coordinates, coordinates, F.record, ARGV[3], F.body, ARGV[4], F.delivery, ARGV[5],
            F.token, ARGV[6], F.fingerprint, ARGV[9])
 redis.call('ZADD', KEYS[4], ARGV[7], ARGV[8])
-return {'created', coordinates}
+return coordinates
 """,
 )
 
@@ -164,9 +183,11 @@ TRANSITION = _script(
     """
 -- KEYS: commit, recovery index, history index, history data
 -- ARGV: operation, identity, coordinates, conversation, intent fingerprint,
---       has publication ('1'/'0'), stream, entry id, member, conversation seq,
---       history meta (put_record only), history expiry (accepted_at_ms + retention_ms),
+--       publication ('' = none, else packed), member,
+--       history meta (put_record) or history expiry (accepted_at_ms + retention_ms; the commits),
 --       and only when asked ('need-intent'): record, body, delivery
+-- Reply: the stage reached, followed by the durable publication (packed) when there is one
+-- (a bulk string), or a status array.
 -- C-POST-03..05: what each operation does from each stage. '=' converges; 'record' and
 -- 'publication' name the missing evidence; a digit is the stage to advance to.
 local MOVES = {
@@ -188,45 +209,48 @@ end
 if v.stage ~= '4' then
   if v.fingerprint then
     if v.fingerprint ~= ARGV[5] then return {'intent-mismatch'} end
-  elseif #ARGV < 15 then
+  elseif #ARGV < 11 then
     return {'need-intent'}
-  elseif v.record ~= ARGV[13] or v.body ~= ARGV[14] or v.delivery ~= ARGV[15] then
+  elseif v.record ~= ARGV[9] or v.body ~= ARGV[10] or v.delivery ~= ARGV[11] then
     return {'intent-mismatch'}
   end
 end
-if ARGV[6] == '1' and v.stream and (v.stream ~= ARGV[7] or v.entry ~= ARGV[8]) then
-  return {'publication-mismatch'}
+local stream, entry
+if ARGV[6] ~= '' then
+  stream, entry = unpack_publication(ARGV[6])
+  if v.stream and (v.stream ~= stream or v.entry ~= entry) then return {'publication-mismatch'} end
 end
 local move = moves[v.stage]
 if move == 'record' or move == 'publication' then return {'missing-evidence', move} end
 if move == '=' then
-  if v.stream then return {'ok', v.stage, v.stream, v.entry} end
-  return {'ok', v.stage}
+  if v.stream then return v.stage .. pack_publication(v.stream, v.entry) end
+  return v.stage
 end
-local seq = ARGV[10]
+local seq = string.match(ARGV[3], '^%d+:(%d+):')
 if move == '2' then
-  if not (shape(KEYS[3], 'zset') and shape(KEYS[4], 'hash')) then return {'corrupt'} end
+  -- The first write checks its own key's type; the history data's is checked before it.
+  if not shape(KEYS[4], 'hash') then return {'corrupt'} end
   -- The history entry is the reserved record: its body is copied here, never re-sent.
   redis.call('ZADD', KEYS[3], seq, seq)
-  redis.call('HSET', KEYS[4], F.history_meta .. seq, ARGV[11], F.history_body .. seq, v.body)
+  redis.call('HSET', KEYS[4], F.history_meta .. seq, ARGV[8], F.history_body .. seq, v.body)
   redis.call('HSET', KEYS[1], F.stage, '2')
-  return {'ok', '2'}
+  return '2'
 end
 if move == '3' then
-  redis.call('HSET', KEYS[1], F.stage, '3', F.stream, ARGV[7], F.entry, ARGV[8])
-  return {'ok', '3', ARGV[7], ARGV[8]}
+  redis.call('HSET', KEYS[1], F.stage, '3', F.stream, stream, F.entry, entry)
+  return '3' .. ARGV[6]
 end
 -- COMMITTED: re-create the hash with only the compact fields (HDEL would leave a hashtable);
--- no stage field: the compact form means COMMITTED.
-if not (shape(KEYS[2], 'zset') and shape(KEYS[4], 'hash')) then return {'corrupt'} end
-local stream, entry = v.stream or ARGV[7], v.entry or ARGV[8]
+-- no stage field: the compact form means COMMITTED. ZREM goes first: it checks its own key.
+if not shape(KEYS[4], 'hash') then return {'corrupt'} end
+stream, entry = v.stream or stream, v.entry or entry
+redis.call('ZREM', KEYS[2], ARGV[7])
 redis.call('DEL', KEYS[1])
 redis.call('HSET', KEYS[1], F.identity, v.identity, F.conversation, v.conversation,
            F.coordinates, v.coordinates .. ':' .. entry)
 if stream ~= F.default_stream then redis.call('HSET', KEYS[1], F.stream, stream) end
-redis.call('ZREM', KEYS[2], ARGV[9])
-redis.call('HSET', KEYS[4], F.history_expiry .. seq, ARGV[12])
-return {'ok', '4', stream, entry}
+redis.call('HSET', KEYS[4], F.history_expiry .. seq, ARGV[8])
+return '4' .. pack_publication(stream, entry)
 """,
 )
 
@@ -329,13 +353,13 @@ PUBLISH = _script(
     "publish",
     """
 -- KEYS: outbox dedupe hash, outbox stream. ARGV: member, then the event's field/value pairs.
--- One entry per commit key: a second publish (a retry, or a resume after M-COMMIT-04) returns
--- the first entry id instead of appending another.
-if not (shape(KEYS[1], 'hash') and shape(KEYS[2], 'stream')) then return {'corrupt'} end
+-- Reply: the entry id. One entry per commit key: a second publish (a retry, or a resume after
+-- M-COMMIT-04) returns the first entry id instead of appending another. A key of the wrong type
+-- fails the HGET or the XADD, before anything is written.
 local id = redis.call('HGET', KEYS[1], ARGV[1])
-if id then return {'ok', id} end
+if id then return id end
 id = redis.call('XADD', KEYS[2], '*', unpack(ARGV, 2))
 redis.call('HSET', KEYS[1], ARGV[1], id)
-return {'ok', id}
+return id
 """,
 )

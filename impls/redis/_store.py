@@ -155,17 +155,17 @@ class RedisMessageStore:
             ],
             key,
         )
-        status, rest = _status(reply, key)
-        if status == b"created" and len(rest) == 1:
+        if isinstance(reply, bytes):  # the new commit's coordinates
             return ReserveCreated(
                 CommitIntent(
                     key=key,
                     identity=identity,
-                    coordinates=_codec.coordinates_from_field(rest[0]),
+                    coordinates=_codec.coordinates_from_field(reply),
                     record=candidate.record,
                     delivery=delivery,
                 )
             )
+        status, rest = _status(reply, key)
         if status != b"exists":
             raise _refusal(status, rest, key)
         stored = _codec.commit_from_hash(key, _codec.hash_from_reply(rest))
@@ -194,7 +194,6 @@ class RedisMessageStore:
         key = intent.key
         if not addressable(key):  # never reserved, so absent
             raise _fail(StoreErrorKind.NOT_FOUND, "no commit under this key", key)
-        stream, entry_id = (b"", b"") if publication is None else _codec.publication_to_fields(publication)
         coordinates = intent.coordinates
         encoding = _codec.intent_encoding(intent.record, intent.delivery)
         keys = [
@@ -203,32 +202,29 @@ class RedisMessageStore:
             self._keys.history_index(key.tenant, intent.conversation),
             self._keys.history_data(key.tenant, intent.conversation),
         ]
+        if operation == b"put_record":
+            particular = _codec.history_meta_to_field(intent)
+        elif operation == b"mark_outbox_published":
+            particular = b""
+        else:
+            particular = b"%d" % (coordinates.accepted_at_ms + intent.delivery.retention_ms)
         args: list[bytes | str] = [
             operation,
             intent.identity,
             _codec.coordinates_to_field(coordinates),
             _codec.text(intent.conversation),
             encoding.fingerprint,
-            b"0" if publication is None else b"1",
-            stream,
-            entry_id,
+            b"" if publication is None else _codec.pack_publication(publication),
             member(key),
-            str(coordinates.conversation_seq),
-            _codec.history_meta_to_field(intent) if operation == b"put_record" else b"",
-            str(coordinates.accepted_at_ms + intent.delivery.retention_ms),
+            particular,
         ]
         reply = await self._gateway.run(_scripts.TRANSITION, keys, args, key)
-        status, rest = _status(reply, key)
-        if status == b"need-intent":
+        if not isinstance(reply, bytes) and _status(reply, key)[0] == b"need-intent":
             args += [encoding.record, intent.record.content.body, encoding.delivery]
             reply = await self._gateway.run(_scripts.TRANSITION, keys, args, key)
-            status, rest = _status(reply, key)
-        if status != b"ok":
-            raise _refusal(status, rest, key)
-        with _codec.decoding("commit"):
-            stage = CommitStage(int(rest[0]))
-            durable = None if len(rest) < 3 else _codec.publication_from_fields(rest[1], rest[2])
-        return stage, durable
+        if isinstance(reply, bytes):
+            return _codec.stage_reached(reply)
+        raise _refusal(*_status(reply, key), key)
 
     def _committed(
         self, intent: CommitIntent, reached: tuple[CommitStage, OutboxPublication | None]
