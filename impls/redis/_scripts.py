@@ -155,25 +155,24 @@ if #existing > 0 then
   table.insert(existing, 1, 'exists')
   return existing
 end
--- GET checks each counter's type too (WRONGTYPE before any write).
+-- GET checks each counter's type too (WRONGTYPE before any write); the recovery index checks
+-- its own as the first write, so nothing else can fail after it.
 local function counter_ok(key)
   local n = redis.call('GET', key)
   return (not n) or (string.match(n, '^%d+$') ~= nil and #n < 16)
 end
-if not (counter_ok(KEYS[2]) and counter_ok(KEYS[3]) and shape(KEYS[4], 'zset')) then
-  return {'corrupt'}
-end
+if not (counter_ok(KEYS[2]) and counter_ok(KEYS[3])) then return {'corrupt'} end
 local score = tonumber(ARGV[7])
 if not score or score ~= score or score == math.huge or score == -math.huge then
   return {'bad-timestamp'}
 end
+redis.call('ZADD', KEYS[4], ARGV[7], ARGV[8])
 local ms = redis.call('INCR', KEYS[2])
 local cs = redis.call('INCR', KEYS[3])
 local coordinates = string.format('%d:%d:', ms, cs) .. ARGV[7]
 redis.call('HSET', KEYS[1], F.stage, '1', F.identity, ARGV[1], F.conversation, ARGV[2],
            F.coordinates, coordinates, F.record, ARGV[3], F.body, ARGV[4], F.delivery, ARGV[5],
            F.token, ARGV[6], F.fingerprint, ARGV[9])
-redis.call('ZADD', KEYS[4], ARGV[7], ARGV[8])
 return coordinates
 """,
 )
