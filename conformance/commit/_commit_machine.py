@@ -9,15 +9,20 @@ it makes is applied to the model in lock step and judged; the committer's own ou
 * a conflicting retry is CONFLICT, never an ACK (C-PRE-03); a new key from a non-member is
   NOT_A_MEMBER (C-PRE-08); RECOVERABLE carries the key, and only when something went wrong in the
   call (a fault, an uncertain outcome, a concurrent worker) (C-ERR-03, C-POST-08);
-* nothing but ``CommitError`` leaves the committer (C-ERR-02).
+* nothing but ``CommitError`` leaves the committer (C-ERR-02);
+* the outbox holds one entry per committed key, and it is the publication the store committed
+  (C-POST-07, C-POST-04: ``_outbox.py``); ``readiness`` reaches the outbox (C-PRE-06).
 
 Faults are rules: ``arm_crash`` kills the next committer that reaches a named fault point (a
 ``BaseException`` from the fault hook; the committer is abandoned and a new one resumes later),
 ``arm_store_fault`` loses the next store response or fails the next call before it applies,
+``arm_outbox_fault`` loses the outbox's answer after it appended, fails a publish before it reaches
+the outbox, or takes the outbox down for a few calls,
 ``concurrent`` runs two or three committers on one key interleaved at store-call boundaries by the
 deterministic scheduler (the schedule is a drawn list of ints), ``recover`` sweeps, and
 ``advance_clock`` moves time. At quiescence recovery runs until nothing is due, and every reserved
-key must be COMMITTED with its first coordinates (C-POST-02, C-POST-09).
+key must be COMMITTED with its first coordinates (C-POST-02, C-POST-09); then each key is replayed
+(the original ``CommittedMessage``, C-POST-09) and published again (its one entry, C-POST-07).
 """
 
 from __future__ import annotations
@@ -33,8 +38,10 @@ from conformance._faults import CRASH, INTERLEAVE, RECOVERY_SWEEP
 from conformance._machine import step
 from conformance._scheduler import Gate, Scheduler, SchedulerHang, WorkerOutcome
 from conformance.commit import _vocabulary as v
-from conformance.commit._judge import show
-from conformance.commit._oracle import HaltExample, ObservedOutbox, ObservedStore
+from conformance.commit._faults import OUTBOX_DOWN, OUTBOX_FAULTS
+from conformance.commit._judge import OUTBOX_CHECKS, show
+from conformance.commit._oracle import HaltExample, ObservedStore
+from conformance.commit._outbox import ObservedOutbox, OutboxOracle
 from conformance.commit._store_machine import CONVERSATIONS, KEYS, STORE_FAULTS, VARIANTS, CommitWorld
 from conformance.commit._target import CommitTarget
 from impls.api import Outbox
@@ -77,6 +84,7 @@ class CommitMachine(CommitWorld):
         target: CommitTarget = self.context.target
         self.outbox: Outbox | None = None
         self.outbox = self.run(target.open_outbox(self.namespace))
+        self.outbox_oracle = OutboxOracle(self.oracle, self.outbox)
         self.crash_at: set[FaultPoint] = set()  # armed crashes; each fires once
         self.step_stores: list[ObservedStore] = []  # the committers' stores of the current step
 
@@ -84,11 +92,11 @@ class CommitMachine(CommitWorld):
 
     def committer(self, gate: Gate | None = None, conversation: str = "c1") -> MessageCommitter:
         assert self.outbox is not None
-        store = ObservedStore(self.oracle, gate)
+        store = ObservedStore(self.oracle, gate, for_committer=True)
         self.step_stores.append(store)
         return MessageCommitter(
             store,
-            ObservedOutbox(self.oracle, self.outbox, gate),
+            ObservedOutbox(self.outbox_oracle, gate),
             self.membership,
             self,
             fault_hook=self._fault_hook,
@@ -103,6 +111,8 @@ class CommitMachine(CommitWorld):
             self.context.inject(CRASH.name)
             self.context.reach(f"crash-at:{point.value}")
             self.note(f"crash at {point.value} ({v.key_name(key)}): the committer is abandoned")
+            if point is FaultPoint.M_COMMIT_04:
+                self.outbox_oracle.expect_reuse(key, point.value)
             raise WorkerKilled(point)
 
     async def _observed(self, work: Awaitable[Any]) -> Any:
@@ -221,6 +231,7 @@ class CommitMachine(CommitWorld):
     def after_step(self) -> None:
         self.note_continuations()
         super().after_step()
+        self.outbox_oracle.check_store()
 
     def _stage_of(self, key: CommitKey) -> str:
         entry = self.oracle.state.commits.get(key)
@@ -426,12 +437,47 @@ class CommitMachine(CommitWorld):
         if self.context.faults.allows(kind):
             self.oracle.arm(STORE_FAULTS[kind], calls)
 
+    @rule(kind=st.sampled_from(tuple(OUTBOX_FAULTS)), calls=st.sampled_from((1, 3)))
+    @step
+    def arm_outbox_fault(self, kind: str, calls: int) -> None:
+        """The next publish loses its answer after appending, or fails before; or the outbox is down
+        for ``calls`` calls (publish and readiness)."""
+        if self.context.faults.allows(kind):
+            self.outbox_oracle.arm(OUTBOX_FAULTS[kind], calls)
+
+    @rule()
+    @step
+    def readiness(self) -> None:
+        """C-PRE-06: the committer's readiness reaches the store and the outbox; an outbox that is down
+        makes it UNAVAILABLE, a live one ready."""
+        down = self.outbox_oracle.down
+        outages = self.context.stats.faults[OUTBOX_DOWN.name]
+        outcome = self.drive(lambda gate: self.committer(gate).readiness())
+        error = outcome.error
+        if error is not None and not isinstance(error, CommitError):
+            raise self.oracle.fail("C-ERR-02", f"readiness raised {error!r}"[:300]).violation
+        if down:
+            asked = self.context.stats.faults[OUTBOX_DOWN.name] > outages
+            if asked and isinstance(error, CommitError) and error.kind is CommitErrorKind.UNAVAILABLE:
+                self.context.reach("readiness-refused:outbox-down")
+                return
+            answer = "ready" if error is None else error.kind.value
+            raise self.oracle.fail(
+                OUTBOX_CHECKS["readiness-ignored-outbox"],
+                f"readiness answered {answer} while the outbox was down"
+                + ("" if asked else ", without asking the outbox"),
+            ).violation
+        if error is not None:
+            raise self.oracle.fail("C-PRE-06", f"readiness failed on live backends: {error}").violation
+        self.context.reach("rule:C-PRE-06")
+
     # --- the end -------------------------------------------------------------------------------
 
     def at_quiescence(self) -> None:
         """After recovery every reserved key is COMMITTED with its first coordinates (C-POST-02, -09)."""
         self.crash_at.clear()
         self.oracle.arm(None)
+        self.outbox_oracle.arm(None)
         for _ in range(_QUIESCENCE_ROUNDS):
             due = model_scan(self.oracle.state, self.now + 1, MAX_SCAN_ITEMS)
             assert isinstance(due, list)
@@ -456,11 +502,32 @@ class CommitMachine(CommitWorld):
                     "C-POST-01", f"{v.key_name(key)} ended with other coordinates"
                 ).violation
             self.call(self.oracle.observe(key))
+            self.replay_and_probe(key)
         if self.oracle.state.commits:
             self.context.reach("quiescent-all-committed")
         store = ObservedStore(self.oracle)
         self.call(store.scan_recoverable_commits(self.now + 1, MAX_SCAN_ITEMS))
         self.read_all_history(store)
+
+    def replay_and_probe(self, key: CommitKey) -> None:
+        """A COMMITTED key replays its original ``CommittedMessage`` (C-POST-09), and publishing it
+        again answers with its one outbox entry (C-POST-07)."""
+        expected = self.oracle.state.commits[key].committed_message(key)
+        conversation = self.oracle.conversation_of[key]
+        committer = self.committer(conversation=conversation)
+        self.step_stores.pop()  # a replay proves no continuation (the continued-from:* targets)
+        outcome = self.drive(lambda gate: committer.resume(key, conversation))
+        if outcome.value != expected:
+            got = show(outcome.value) if outcome.error is None else repr(outcome.error)[:200]
+            raise self.oracle.fail(
+                OUTBOX_CHECKS["replay-changed"],
+                f"a replay of {v.key_name(key)} answered {got}; it was committed as {show(expected)}",
+            ).violation
+        self.context.reach("rule:C-POST-09")
+        try:
+            self.run(self.outbox_oracle.probe(key, self.oracle.intents[key], expected.publication))
+        except HaltExample as halt:
+            raise halt.violation from None
 
     def close(self) -> None:
         try:

@@ -5,9 +5,15 @@
 what diverged, most specific first: a replayed conflict is C-PRE-03 whatever the operation; changed
 coordinates are C-POST-01; a changed publication is C-POST-04; and so on. ``exercised(op, expected)``
 names the rules an agreeing outcome has just demonstrated, for the coverage gate.
+
+The outbox has no read in its port, so its checks are not outcome comparisons: ``OUTBOX_CHECKS``
+names each check the outbox ledger (``_outbox.py``) and the commit machine make, and the rule it
+enforces.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from conformance.commit._vocabulary import T0, key_name
 from model.commit import (
@@ -51,25 +57,54 @@ _REFUSAL_RULE = {
 }
 
 
-def refusal_rule(op: str, kind: StoreErrorKind) -> str:
+# Each check of the outbox and of replays (conformance/commit/_outbox.py, _commit_machine.py) -> rule.
+OUTBOX_CHECKS: Mapping[str, str] = {
+    # publish for a key the store does not hold RECORDED or later (never reserved, or not yet recorded):
+    # the committer publishes in the Recorded branch only
+    "published-before-recorded": "C-POST-07",
+    # a re-publish of a key answered with an entry other than the key's first: one entry per key
+    "republish-new-entry": "C-POST-07",
+    # one entry acknowledged for two commit keys
+    "entry-of-two-keys": "C-POST-07",
+    # the store holds (OUTBOXED/COMMITTED) a publication that is not the outbox's entry for the key
+    "publication-not-the-entry": "C-POST-04",
+    # a replay of a COMMITTED key is not the original CommittedMessage
+    "replay-changed": "C-POST-09",
+    # readiness answered ready while the outbox was down
+    "readiness-ignored-outbox": "C-PRE-06",
+}
+
+
+def combined_step_rule(atomic: bool) -> str:
+    """The rule ``mark_published_and_committed`` answers to beyond C-POST-04: atomic (memory, Redis)
+    or the default two-step path (C-POST-06)."""
+    return "C-POST-05" if atomic else "C-POST-06"
+
+
+def uncertain_rule(op: str, atomic: bool) -> str:
+    """The rule an uncertain write that left neither the state before nor a legal state after breaks."""
+    return combined_step_rule(atomic) if op == "mark_published_and_committed" else "C-POST-03"
+
+
+def refusal_rule(op: str, kind: StoreErrorKind, atomic: bool = True) -> str:
     """The rule that a write refused with ``kind`` must leave the state unchanged under."""
     if op == "mark_published_and_committed" and kind in (
         StoreErrorKind.PUBLICATION_MISMATCH,
         StoreErrorKind.MISSING_EVIDENCE,
         StoreErrorKind.INTENT_MISMATCH,
     ):
-        return "C-POST-05"  # the atomic step: nothing changes on refusal
+        return combined_step_rule(atomic)  # nothing changes on refusal, on either path
     return _REFUSAL_RULE.get(kind, "C-ERR-04" if kind is StoreErrorKind.INVALID_ARGUMENT else "C-POST-03")
 
 
-def verdict(op: str, expected: object, actual: object) -> tuple[str, str] | None:
+def verdict(op: str, expected: object, actual: object, atomic: bool = True) -> tuple[str, str] | None:
     if isinstance(expected, MessageStoreError) and isinstance(actual, MessageStoreError):
         if expected.kind is actual.kind:
             return None
         rule = _REFUSAL_RULE.get(expected.kind) or _REFUSAL_RULE.get(actual.kind) or "C-ERR-01"
         return rule, f"{op} failed as {actual.kind.value}; the contract says {expected.kind.value}"
     if isinstance(expected, MessageStoreError):
-        rule = refusal_rule(op, expected.kind)
+        rule = refusal_rule(op, expected.kind, atomic)
         what = "replayed an old result for a conflicting request" if rule == "C-PRE-03" else "succeeded"
         return rule, f"{op} {what} ({show(actual)}); the contract says {expected.kind.value}"
     if isinstance(actual, MessageStoreError):
@@ -123,11 +158,11 @@ def _value_rule(op: str, expected: object, actual: object) -> str:
     return _RESULT_RULE.get(op, "C-ERR-01")
 
 
-def exercised(op: str, expected: object) -> tuple[str, ...]:
+def exercised(op: str, expected: object, atomic: bool = True) -> tuple[str, ...]:
     """The rules an outcome equal to ``expected`` just demonstrated (coverage targets)."""
     if isinstance(expected, MessageStoreError):
         if op == "mark_published_and_committed":
-            return ("C-POST-05", refusal_rule(op, expected.kind))
+            return (combined_step_rule(atomic), refusal_rule(op, expected.kind, atomic))
         return (_REFUSAL_RULE.get(expected.kind, "C-ERR-01"),)
     if op == "reserve":
         if isinstance(expected, ReserveCreated):

@@ -13,7 +13,11 @@ harness runs) goes: gate (the scheduler's turn) -> armed fault -> model -> real 
   the caller gets UNAVAILABLE instead of the answer.
 * A real *uncertain* error the harness did not inject (UNAVAILABLE, OUTCOME_UNKNOWN) is settled at
   once by reading the key back: the durable state must be the model's state before the call or
-  after it; anything else is a partial write.
+  after it; anything else is a partial write. One exception, written in the contract (C-POST-06):
+  a store *without* the atomic capability does ``mark_published_and_committed`` as
+  ``mark_outbox_published`` then ``mark_committed``, and when the second step fails it must leave
+  OUTBOXED with the publication. So for such a store the state after the first step alone is
+  legal too, and the model adopts it; on an atomic store it is a partial write (C-POST-05).
 * A refused write (the model expected an error and got it) is read back too: nothing may change.
 * A divergence raises ``HaltExample``, a ``BaseException`` carrying the ``Violation``: a committer
   turns any ``Exception`` from its store into ``CommitError``, and must not swallow our verdict.
@@ -31,9 +35,16 @@ from typing import Any, TypeVar
 from conformance._faults import FAILED_BEFORE, RESPONSE_LOST, FaultKind
 from conformance._machine import RunContext
 from conformance._violations import HarnessEnvironmentError, Violation
-from conformance.commit._judge import exercised, refusal_rule, show, verdict
+from conformance.commit._judge import (
+    combined_step_rule,
+    exercised,
+    refusal_rule,
+    show,
+    uncertain_rule,
+    verdict,
+)
 from conformance.commit._vocabulary import key_name
-from impls.api import InMemoryMembership, MessageStore, Outbox
+from impls.api import InMemoryMembership, MessageStore
 from model.commit import (
     ABSENT_RANK,
     AuthenticatedSend,
@@ -130,7 +141,6 @@ class StoreOracle:
         self.real_rank: dict[CommitKey, int] = {}
         self.touched: set[CommitKey] = set()
         self.last_op: dict[CommitKey, str] = {}
-        self.publications: dict[CommitKey, OutboxPublication] = {}
         self.intents: dict[CommitKey, CommitIntent] = {}  # the intent each key was reserved with
 
     # --- verdicts -------------------------------------------------------------------------
@@ -182,6 +192,10 @@ class StoreOracle:
         finally:
             stats.backend_seconds += time.perf_counter() - start
 
+    @property
+    def atomic(self) -> bool:
+        return self.capabilities.atomic_publish_and_commit
+
     async def write(
         self,
         gate: Gate | None,
@@ -190,7 +204,10 @@ class StoreOracle:
         conversation: ConversationId,
         model: Callable[[StoreState], tuple[StoreState, Any]],
         real: Callable[[], Awaitable[T]],
+        first_step: Callable[[StoreState], tuple[StoreState, Any]] | None = None,
     ) -> T:
+        """One write in lock step. ``first_step`` is the model of the part that may stand alone when
+        the call ends uncertainly (the default two-step path's ``mark_outbox_published``)."""
         if gate is not None:
             await gate()
         fault = self.take_fault()
@@ -204,7 +221,12 @@ class StoreOracle:
         self.note(f"{op}({name}) -> {show(actual)}   [model: {show(expected)}]")
         if isinstance(actual, MessageStoreError) and actual.kind.is_uncertain:
             self.disturbances += 1
-            await self.settle(op, key, conversation, before, after)
+            partial = None
+            if first_step is not None:
+                partial, partial_outcome = first_step(before)
+                if isinstance(partial_outcome, MessageStoreError) or partial == before:
+                    partial = None  # the first step alone would not have written: nothing new to accept
+            await self.settle(op, key, conversation, before, after, partial)
         else:
             self.judge(op, key, expected, actual)
             self.advance(after, key, op)
@@ -246,7 +268,7 @@ class StoreOracle:
         return actual
 
     def judge(self, op: str, key: CommitKey | None, expected: object, actual: object) -> None:
-        found = verdict(op, expected, actual)
+        found = verdict(op, expected, actual, self.atomic)
         if found is not None:
             rule_id, message = found
             where = f" for {key_name(key)}" if key is not None else ""
@@ -254,7 +276,7 @@ class StoreOracle:
                 rule_id, message.replace(op, f"{op}{where}", 1), op=op, expected=expected, actual=actual
             )
         self.context.reach("rule:C-ERR-01")
-        for rule_id in exercised(op, expected):
+        for rule_id in exercised(op, expected, self.atomic):
             self.context.reach(f"rule:{rule_id}")
 
     def advance(self, after: StoreState, key: CommitKey, op: str) -> None:
@@ -294,9 +316,16 @@ class StoreOracle:
         raise HarnessEnvironmentError(f"the backend stayed unavailable while reading a key back: {last}")
 
     async def settle(
-        self, op: str, key: CommitKey, conversation: ConversationId, before: StoreState, after: StoreState
+        self,
+        op: str,
+        key: CommitKey,
+        conversation: ConversationId,
+        before: StoreState,
+        after: StoreState,
+        partial: StoreState | None = None,
     ) -> None:
-        """An uncertain outcome: the durable state must be the model's before or after, nothing else."""
+        """An uncertain outcome: the durable state must be the model's before or after, nothing else;
+        or ``partial``, the first step alone of a non-atomic ``mark_published_and_committed`` (C-POST-06)."""
         conversation = self._conversation(key, conversation, before, after)
         real = await self.load_real(key, conversation)
         if real == model_load_commit(after, key, conversation):
@@ -304,11 +333,17 @@ class StoreOracle:
             self.advance(after, key, op)
         elif real == model_load_commit(before, key, conversation):
             self.note(f"  settled: {op} did not apply")
+        elif partial is not None and real == model_load_commit(partial, key, conversation):
+            self.note(f"  settled: only the first step of {op} applied; OUTBOXED is recoverable (C-POST-06)")
+            self.advance(partial, key, "mark_outbox_published")
+            self.context.reach("settled-outboxed")
+            self.context.reach("rule:C-POST-06")
         else:
+            legal = "nor after the first step " if partial is not None else ""
             raise self.fail(
-                "C-POST-05" if op == "mark_published_and_committed" else "C-POST-03",
+                uncertain_rule(op, self.atomic),
                 f"{op} for {key_name(key)} failed uncertainly and left {show(real)}: neither the state "
-                f"before ({show(model_load_commit(before, key, conversation))}) nor after "
+                f"before ({show(model_load_commit(before, key, conversation))}) {legal}nor after "
                 f"({show(model_load_commit(after, key, conversation))})",
                 op=op,
             )
@@ -325,7 +360,7 @@ class StoreOracle:
         expected = model_load_commit(self.state, key, conversation)
         if real != expected:
             raise self.fail(
-                refusal_rule(op, kind),
+                refusal_rule(op, kind, self.atomic),
                 f"{op} for {key_name(key)} was refused ({kind.value}) but left a partial write: "
                 f"{show(real)} instead of {show(expected)}",
                 op=op,
@@ -357,7 +392,7 @@ class StoreOracle:
                 rule_id in ("C-PRE-09", "C-POST-03")
                 and self.last_op.get(key) == "mark_published_and_committed"
             ):
-                rule_id = "C-POST-05"
+                rule_id = combined_step_rule(self.atomic)
             raise self.fail(
                 rule_id,
                 f"after {self.last_op.get(key, 'a step')}, {key_name(key)} reads back as {show(real)}; "
@@ -411,12 +446,17 @@ def _rank(loaded: LoadedCommit | MessageStoreError | None) -> int:
 
 
 class ObservedStore:
-    """A ``MessageStore`` seen through the oracle; one per worker (each has its own gate)."""
+    """A ``MessageStore`` seen through the oracle; one per worker (each has its own gate).
 
-    def __init__(self, oracle: StoreOracle, gate: Gate | None = None) -> None:
+    ``for_committer``: the store a ``MessageCommitter`` uses, which must follow its store's path
+    (C-POST-06, C-POST-07); the store machine calls every method directly on every store.
+    """
+
+    def __init__(self, oracle: StoreOracle, gate: Gate | None = None, *, for_committer: bool = False) -> None:
         self._oracle = oracle
         self._real = oracle.real
         self._gate = gate
+        self._for_committer = for_committer
         self.first_seen: dict[CommitKey, str] = {}  # the stage each key was first read at (coverage)
 
     def _seen(self, key: CommitKey, result: object) -> None:
@@ -468,13 +508,15 @@ class ObservedStore:
     async def mark_published_and_committed(
         self, intent: CommitIntent, publication: OutboxPublication
     ) -> CommittedMessage:
-        if not self.capabilities.atomic_publish_and_commit:
+        atomic = self.capabilities.atomic_publish_and_commit
+        if not atomic and self._for_committer:
             raise self._oracle.fail(
                 "C-POST-06",
                 f"the committer used the atomic step for {key_name(intent.key)} on a store that does not "
                 "declare it; the default path is mark_outbox_published, then mark_committed",
             )
-        self._oracle.context.reach("rule:C-POST-07")
+        if atomic:
+            self._oracle.context.reach("rule:C-POST-07")
         return await self._oracle.write(
             self._gate,
             "mark_published_and_committed",
@@ -482,6 +524,8 @@ class ObservedStore:
             intent.conversation,
             lambda s: model_mark_published_and_committed(s, intent, publication),
             lambda: self._real.mark_published_and_committed(intent, publication),
+            # C-POST-06: the default path may stop after its first step, leaving OUTBOXED
+            None if atomic else (lambda s: model_mark_outbox_published(s, intent, publication)),
         )
 
     async def mark_committed(self, intent: CommitIntent) -> CommittedMessage:
@@ -546,37 +590,3 @@ class ObservedStore:
 
     async def close(self) -> None:
         """The harness owns the real store's lifetime; a committer never closes it."""
-
-
-class ObservedOutbox:
-    """The real outbox behind a worker's gate; the first publication per key must stick."""
-
-    def __init__(self, oracle: StoreOracle, real: Outbox, gate: Gate | None = None) -> None:
-        self._oracle = oracle
-        self._real = real
-        self._gate = gate
-
-    async def publish(self, intent: CommitIntent) -> OutboxPublication:
-        if self._gate is not None:
-            await self._gate()
-        oracle = self._oracle
-        result = await oracle.call_real("outbox.publish", intent.key, lambda: self._real.publish(intent))
-        oracle.note(f"outbox.publish({key_name(intent.key)}) -> {show(result)}")
-        if isinstance(result, MessageStoreError):
-            if result.kind.is_uncertain:
-                oracle.disturbances += 1
-            raise result
-        first = oracle.publications.setdefault(intent.key, result)
-        if result != first:
-            raise oracle.fail(
-                "C-POST-07",
-                f"the outbox published {key_name(intent.key)} twice as different entries "
-                f"({show(first)}, then {show(result)})",
-            )
-        return result
-
-    async def readiness(self) -> None:
-        await self._real.readiness()
-
-    async def close(self) -> None:
-        """The harness closes the real outbox."""

@@ -11,8 +11,9 @@ Rule arguments are names from ``_vocabulary`` so the shrunk program reads as a s
     put_record(key='t1/alice/m1')
 
 Keys that a ``reserve`` created go into the ``reserved`` bundle, which the transition rules draw
-from, so deep stages are reached within a few steps. Capabilities are preconditions: the atomic
-``mark_published_and_committed`` rule only runs on stores that declare it.
+from, so deep stages are reached within a few steps. ``mark_published_and_committed`` runs on every
+store: one atomic step where the store declares it (C-POST-05), the default two steps elsewhere
+(C-POST-06), where an uncertain outcome may legally stop at OUTBOXED (``StoreOracle.settle``).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from collections.abc import Awaitable
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import Bundle, initialize, multiple, precondition, rule
+from hypothesis.stateful import Bundle, initialize, multiple, rule
 
 from conformance._faults import FAILED_BEFORE, RESPONSE_LOST
 from conformance._machine import ConformanceMachine, step
@@ -196,16 +197,17 @@ class StoreMachine(CommitWorld):
     )
     @step
     def advance_commit(self, key: str, publication: str, path: str) -> None:
-        """The call a committer would make next for ``key`` (reaches deep stages in few steps)."""
+        """The next call for ``key`` (reaches deep stages in few steps); from RECORDED ``path`` picks
+        ``mark_published_and_committed`` (any store: its own atomic or two-step path) or the first of
+        the two steps."""
         commit_key = v.parse_key(key)
         intent = self._intent(key)
         entry = self.oracle.state.commits.get(commit_key)
         stage = entry.stage if entry is not None else CommitStage.RESERVED
         pub = v.publication(publication)
-        atomic = path == "atomic" and self.oracle.capabilities.atomic_publish_and_commit
         if stage is CommitStage.RESERVED:
             self.call(self.store.put_record(intent))
-        elif stage is CommitStage.RECORDED and atomic:
+        elif stage is CommitStage.RECORDED and path == "atomic":
             self.call(self.store.mark_published_and_committed(intent, pub))
         elif stage is CommitStage.RECORDED:
             self.call(self.store.mark_outbox_published(intent, pub))
@@ -222,10 +224,10 @@ class StoreMachine(CommitWorld):
     def mark_outbox_published(self, key: str, publication: str) -> None:
         self.call(self.store.mark_outbox_published(self._intent(key), v.publication(publication)))
 
-    @precondition(lambda self: self.oracle.capabilities.atomic_publish_and_commit)
     @rule(key=reserved, publication=st.sampled_from(v.PUBLICATIONS))
     @step
     def mark_published_and_committed(self, key: str, publication: str) -> None:
+        """C-POST-04: on every store; atomic (C-POST-05) or the default two steps (C-POST-06)."""
         self.call(self.store.mark_published_and_committed(self._intent(key), v.publication(publication)))
 
     @rule(key=reserved)
@@ -254,10 +256,8 @@ class StoreMachine(CommitWorld):
             self.call(self.store.mark_outbox_published(chosen, pub))
         elif op == "mark_committed":
             self.call(self.store.mark_committed(chosen))
-        elif self.oracle.capabilities.atomic_publish_and_commit:
-            self.call(self.store.mark_published_and_committed(chosen, pub))
         else:
-            self.note("mark_published_and_committed skipped: the store is not atomic")
+            self.call(self.store.mark_published_and_committed(chosen, pub))
 
     # --- reads ---------------------------------------------------------------------------------
 

@@ -1,8 +1,8 @@
 """Registers the commit family: its backends (conformance/backends.py) and its two suites.
 
 ``store``: every ``MessageStore`` call beside the model (``_store_machine``).
-``commit``: ``MessageCommitter`` + store + outbox under crashes, lost responses and interleavings
-(``_commit_machine``).
+``commit``: ``MessageCommitter`` + store + outbox under crashes, lost responses (of the store and of
+the outbox), an outbox outage and interleavings (``_commit_machine``, ``_outbox``).
 
 Each suite's coverage targets are its ``sometimes`` properties: the run fails its gate unless every
 rule ran, every fault kind was injected, every fault point on the store's path was crashed at,
@@ -26,6 +26,7 @@ from conformance._faults import (
 from conformance._machine import ConformanceMachine, SuiteStats, step_names
 from conformance._suites import BackendUnderTest, Family, Suite, register_family, register_suite
 from conformance.backends import COMMIT_BACKENDS
+from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_DOWN, OUTBOX_FAILED
 from conformance.commit._target import CommitTarget
 from model.commit import CommitStage, FaultPoint, StoreCapabilities, fault_points_for
 
@@ -57,15 +58,31 @@ STORE_RULES = (
     "C-ERR-04",
 )
 ATOMIC_STORE_RULES = ("C-POST-04", "C-POST-05")
+TWO_STEP_STORE_RULES = ("C-POST-04", "C-POST-06")
 COMMIT_RULES = (
     "C-PRE-01",
     "C-PRE-03",
     "C-PRE-05",
+    "C-PRE-06",
     "C-PRE-08",
+    "C-POST-09",
     "C-POST-10",
     "C-ERR-01",
     "C-ERR-02",
     "C-ERR-03",
+)
+
+
+COMMIT_FAULT_KINDS = (
+    RESPONSE_LOST,
+    FAILED_BEFORE,
+    CRASH,
+    INTERLEAVE,
+    RECOVERY_SWEEP,
+    CLOCK_ADVANCE,
+    OUTBOX_ACK_LOST,
+    OUTBOX_FAILED,
+    OUTBOX_DOWN,
 )
 
 
@@ -96,10 +113,8 @@ def _commit_machine() -> type[ConformanceMachine]:
 
 def store_targets(stats: SuiteStats) -> Mapping[str, str]:
     atomic = _capabilities(stats).atomic_publish_and_commit
-    rules = STORE_RULES + (ATOMIC_STORE_RULES if atomic else ())
+    rules = STORE_RULES + (ATOMIC_STORE_RULES if atomic else TWO_STEP_STORE_RULES)
     targets = _common_targets(stats, _store_machine(), rules)
-    if not atomic:
-        targets.pop("step:mark_published_and_committed", None)
     for kind in (RESPONSE_LOST, FAILED_BEFORE, CLOCK_ADVANCE):
         targets[f"fault:{kind.name}"] = f"no {kind.name} fault was injected"
     return targets
@@ -109,7 +124,7 @@ def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
     capabilities = _capabilities(stats)
     path_rule = "C-POST-07" if capabilities.atomic_publish_and_commit else "C-POST-06"
     targets = _common_targets(stats, _commit_machine(), (*COMMIT_RULES, path_rule))
-    for kind in (RESPONSE_LOST, FAILED_BEFORE, CRASH, INTERLEAVE, RECOVERY_SWEEP, CLOCK_ADVANCE):
+    for kind in COMMIT_FAULT_KINDS:
         targets[f"fault:{kind.name}"] = f"no {kind.name} fault was injected"
     for point in fault_points_for(capabilities):
         targets[f"crash-at:{point.value}"] = (
@@ -125,6 +140,12 @@ def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["recovered"] = "no recovery sweep finished a due commit"
     targets["concurrent-acknowledged"] = "no interleaving of committers ended in an ACK"
     targets["quiescent-all-committed"] = "no example ended with every reserved key committed"
+    for why in (FaultPoint.M_COMMIT_04.value, OUTBOX_ACK_LOST.name):
+        targets[f"outbox-entry-reused-after:{why}"] = (
+            f"no key with an outbox entry unknown to the store (after {why}) was committed with that entry"
+        )
+    targets["readiness-refused:outbox-down"] = "readiness was never asked while the outbox was down"
+    targets["outbox-republish-probed"] = "no committed key was published again at quiescence"
     return targets
 
 
@@ -157,8 +178,9 @@ COMMIT_SUITE = register_suite(
     Suite(
         name="commit",
         family="commit",
-        description="MessageCommitter + store + outbox: crashes, lost responses, interleavings, recovery",
-        fault_kinds=(RESPONSE_LOST, FAILED_BEFORE, CRASH, INTERLEAVE, RECOVERY_SWEEP, CLOCK_ADVANCE),
+        description="MessageCommitter + store + outbox: crashes, lost responses, outbox faults, "
+        "interleavings, recovery",
+        fault_kinds=COMMIT_FAULT_KINDS,
         machine=_commit_machine,
         make_target=CommitTarget.of,
         coverage_targets=commit_targets,

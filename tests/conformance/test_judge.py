@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from conformance.commit import _vocabulary as v
-from conformance.commit._judge import verdict
+from conformance.commit._judge import OUTBOX_CHECKS, refusal_rule, uncertain_rule, verdict
 from model.commit import (
     CommitStage,
     LoadedCommitted,
@@ -99,3 +101,30 @@ def test_a_committed_read_with_another_publication_is_c_post_04() -> None:
     assert not isinstance(message, MessageStoreError)
     other = type(message)(message.key, message.conversation, message.coordinates, v.publication("p2"))
     assert (verdict("reserve", ReserveCommitted(message), ReserveCommitted(other)) or ("",))[0] == "C-POST-04"
+
+
+def test_the_combined_step_answers_to_its_path() -> None:
+    """C-POST-05 on an atomic store, C-POST-06 on the default two-step path; refusals likewise."""
+    mismatch = StoreErrorKind.PUBLICATION_MISMATCH
+    assert refusal_rule("mark_published_and_committed", mismatch) == "C-POST-05"
+    assert refusal_rule("mark_published_and_committed", mismatch, atomic=False) == "C-POST-06"
+    assert uncertain_rule("mark_published_and_committed", atomic=True) == "C-POST-05"
+    assert uncertain_rule("mark_published_and_committed", atomic=False) == "C-POST-06"
+    assert uncertain_rule("put_record", atomic=False) == "C-POST-03"
+    state, created = reserved()
+    state, _ = put_record(state, created.intent)
+    _, committed = mark_published_and_committed(state, created.intent, v.publication("p1"))
+    refused = error(StoreErrorKind.MISSING_EVIDENCE)
+    found = verdict("mark_published_and_committed", refused, committed, atomic=False)
+    assert found is not None and found[0] == "C-POST-06"
+
+
+def test_every_outbox_check_names_a_contract_rule() -> None:
+    assert OUTBOX_CHECKS["republish-new-entry"] == "C-POST-07"
+    assert OUTBOX_CHECKS["entry-of-two-keys"] == "C-POST-07"
+    assert OUTBOX_CHECKS["published-before-recorded"] == "C-POST-07"
+    assert OUTBOX_CHECKS["publication-not-the-entry"] == "C-POST-04"
+    assert OUTBOX_CHECKS["replay-changed"] == "C-POST-09"
+    assert OUTBOX_CHECKS["readiness-ignored-outbox"] == "C-PRE-06"
+    contract = (Path(__file__).parents[2] / "docs" / "commit-contract.md").read_text()
+    assert all(f"**{rule}**" in contract for rule in OUTBOX_CHECKS.values())

@@ -1,0 +1,209 @@
+"""The outbox beside the store: the entry it acknowledged per commit key, and faults on it.
+
+Theory of operation
+-------------------
+The ``Outbox`` port (impls/api.py) publishes and answers readiness; it has no read. So the harness
+keeps the ledger a reader of the stream would build: every publication the real outbox acknowledged,
+per ``CommitKey``, seen through ``ObservedOutbox``, the outbox of every committer the commit machine
+runs. A key's first acknowledged publication is *its entry*. Checks (rule IDs in
+``_judge.OUTBOX_CHECKS``):
+
+* ``publish`` runs only for a key the store holds RECORDED or later, so the outbox never holds an
+  entry for a key that was never reserved (C-POST-07: the Recorded branch publishes);
+* a re-publish answers with the key's entry, and no entry answers for two keys: one entry per
+  commit key (C-POST-07);
+* after every step, the publication the store holds for a key (OUTBOXED or COMMITTED) is the
+  outbox's entry for it (C-POST-04: the store takes the durable publication);
+* at quiescence a probe publishes every committed key again, straight to the real outbox: it must
+  answer with the committed publication (C-POST-07).
+
+An outbox that appended a second entry and still answered with the first would pass: nothing in
+the port can see it.
+
+Faults (``arm_outbox_fault``): ``outbox-ack-lost`` (the real publish applies, the committer sees
+UNAVAILABLE), ``outbox-failed`` (UNAVAILABLE, the real outbox is not called) and ``outbox-down``
+(an outage of N calls: publish and readiness answer UNAVAILABLE without reaching it). A lost ack,
+or a crash at M-COMMIT-04, leaves an entry the store does not know yet; when that key is later
+COMMITTED with that same entry the run reaches ``outbox-entry-reused-after:<why>``.
+"""
+
+from __future__ import annotations
+
+from conformance._faults import FaultKind
+from conformance._violations import HarnessEnvironmentError
+from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_DOWN, OUTBOX_FAILED
+from conformance.commit._judge import OUTBOX_CHECKS, show
+from conformance.commit._oracle import Gate, HaltExample, StoreOracle
+from conformance.commit._vocabulary import key_name
+from impls.api import Outbox
+from model.commit import (
+    CommitIntent,
+    CommitKey,
+    CommitStage,
+    MessageStoreError,
+    OutboxPublication,
+    StoreErrorKind,
+)
+
+_PROBE_ATTEMPTS = 5
+
+
+class OutboxOracle:
+    """The ledger of one example's outbox, the faults armed on it, and the checks over both."""
+
+    def __init__(self, store: StoreOracle, real: Outbox) -> None:
+        self.store = store
+        self.real = real
+        self.entries: dict[CommitKey, OutboxPublication] = {}  # each key's first acknowledged entry
+        self.owners: dict[OutboxPublication, CommitKey] = {}
+        self.armed: FaultKind | None = None
+        self.armed_calls = 0
+        self.reuse_pending: dict[CommitKey, str] = {}  # keys whose entry a later commit must reuse: why
+
+    def fail(self, check: str, message: str, **context: object) -> HaltExample:
+        return self.store.fail(OUTBOX_CHECKS[check], message, check=check, **context)
+
+    # --- faults --------------------------------------------------------------------------------
+
+    def arm(self, fault: FaultKind | None, calls: int = 1) -> None:
+        self.armed = fault
+        self.armed_calls = calls if fault is not None else 0
+
+    @property
+    def down(self) -> bool:
+        return self.armed is OUTBOX_DOWN
+
+    def take_fault(self, op: str) -> FaultKind | None:
+        """The armed fault, if it hits ``op``: an outage hits readiness too, the others publish only."""
+        fault = self.armed
+        if fault is None or (op == "readiness" and fault is not OUTBOX_DOWN):
+            return None
+        self.armed_calls -= 1
+        if self.armed_calls <= 0:
+            self.arm(None)
+        self.store.context.inject(fault.name)
+        self.store.disturbances += 1  # excuses a RECOVERABLE, as a store fault does
+        return fault
+
+    def expect_reuse(self, key: CommitKey, why: str) -> None:
+        """``key`` has an entry the store does not know yet: a later commit must take that entry."""
+        if key in self.entries:
+            self.reuse_pending.setdefault(key, why)
+
+    # --- checks --------------------------------------------------------------------------------
+
+    def acknowledged(self, key: CommitKey, publication: OutboxPublication) -> None:
+        """The real outbox acknowledged ``publication`` for ``key`` (raises ``HaltExample``)."""
+        name = key_name(key)
+        entry = self.store.state.commits.get(key)
+        if entry is None or entry.stage.rank < CommitStage.RECORDED.rank:
+            stage = "never reserved" if entry is None else entry.stage.name
+            raise self.fail(
+                "published-before-recorded",
+                f"the outbox got an entry for {name} while the store holds it {stage}: only a RECORDED "
+                "commit is published",
+            )
+        first = self.entries.setdefault(key, publication)
+        if publication != first:
+            raise self.fail(
+                "republish-new-entry",
+                f"a re-publish of {name} answered {show(publication)}; the outbox's entry for it is "
+                f"{show(first)} (one entry per commit key)",
+            )
+        owner = self.owners.setdefault(publication, key)
+        if owner != key:
+            raise self.fail(
+                "entry-of-two-keys",
+                f"the outbox answered {name} with entry {show(publication)}, which it already "
+                f"acknowledged for {key_name(owner)}",
+            )
+
+    def check_store(self) -> None:
+        """After a step: each publication the store holds is the outbox's entry for its key.
+
+        Raises the ``Violation``."""
+        for key, entry in self.store.state.commits.items():
+            if entry.publication is None:
+                continue
+            ours = self.entries.get(key)
+            if entry.publication != ours:
+                what = "never acknowledged an entry for it" if ours is None else f"holds {show(ours)} for it"
+                raise self.fail(
+                    "publication-not-the-entry",
+                    f"the store holds {key_name(key)} {entry.stage.name} with publication "
+                    f"{show(entry.publication)}, but the outbox {what}",
+                ).violation
+            if entry.stage is CommitStage.COMMITTED:
+                why = self.reuse_pending.pop(key, None)
+                if why is not None:
+                    self.store.context.reach(f"outbox-entry-reused-after:{why}")
+
+    async def probe(self, key: CommitKey, intent: CommitIntent, committed: OutboxPublication) -> None:
+        """At quiescence: publishing a committed key again answers with its committed publication."""
+        last: MessageStoreError | None = None
+        for _ in range(_PROBE_ATTEMPTS):
+            result = await self.store.call_real("outbox.publish", key, lambda: self.real.publish(intent))
+            if not isinstance(result, MessageStoreError):
+                break
+            last = result
+        else:
+            raise HarnessEnvironmentError(f"the outbox stayed unavailable at quiescence: {last}")
+        self.store.note(f"outbox.publish({key_name(key)}) again -> {show(result)}")
+        if result != committed:
+            raise self.fail(
+                "republish-new-entry",
+                f"at quiescence a re-publish of {key_name(key)} answered {show(result)}; it was committed "
+                f"with {show(committed)}",
+            )
+        self.store.context.reach("outbox-republish-probed")
+
+
+class ObservedOutbox:
+    """The real outbox behind a worker's gate, with the armed faults and the ledger's checks."""
+
+    def __init__(self, oracle: OutboxOracle, gate: Gate | None = None) -> None:
+        self._oracle = oracle
+        self._real = oracle.real
+        self._gate = gate
+
+    async def publish(self, intent: CommitIntent) -> OutboxPublication:
+        if self._gate is not None:
+            await self._gate()
+        ledger = self._oracle
+        store = ledger.store
+        key = intent.key
+        name = key_name(key)
+        fault = ledger.take_fault("publish")
+        if fault is OUTBOX_FAILED or fault is OUTBOX_DOWN:
+            store.note(f"outbox.publish({name}) -> injected {fault.name}: UNAVAILABLE, nothing appended")
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, f"injected: {fault.name}", key)
+        result = await store.call_real("outbox.publish", key, lambda: self._real.publish(intent))
+        store.note(f"outbox.publish({name}) -> {show(result)}")
+        if isinstance(result, MessageStoreError):
+            if result.kind.is_uncertain:
+                store.disturbances += 1
+            raise result
+        republished = key in ledger.entries
+        ledger.acknowledged(key, result)
+        if republished:
+            store.context.reach("outbox-republished-first-entry")
+        if fault is OUTBOX_ACK_LOST:
+            ledger.expect_reuse(key, OUTBOX_ACK_LOST.name)
+            store.note(f"outbox.publish({name}) -> injected {fault.name}: the committer sees UNAVAILABLE")
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "injected: the outbox's answer was lost", key)
+        return result
+
+    async def readiness(self) -> None:
+        if self._gate is not None:
+            await self._gate()
+        store = self._oracle.store
+        fault = self._oracle.take_fault("readiness")
+        if fault is not None:
+            store.note(f"outbox.readiness -> injected {fault.name}: UNAVAILABLE")
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, f"injected: {fault.name}")
+        result = await store.call_real("outbox.readiness", None, self._real.readiness)
+        if isinstance(result, MessageStoreError):
+            raise result
+
+    async def close(self) -> None:
+        """The harness closes the real outbox."""

@@ -1,0 +1,63 @@
+"""Deliberately broken ``Outbox``es, each wrong in exactly one way the contract forbids.
+
+They subclass the in-memory outbox (``impls.memory``) and change ``publish`` only. The commit suite
+runs them beside the correct in-memory store::
+
+    conformance run --store impls.memory:open_store \\
+        --outbox examples.broken_outboxes:republish_appends_new_entry --suite commit
+
+===========================  ===========  ======================================================
+factory                      rule broken  the bug
+===========================  ===========  ======================================================
+republish_appends_new_entry  C-POST-07    a re-publish of a key appends a new entry and answers
+                                          with it instead of the key's first entry
+one_entry_for_every_key      C-POST-07    every key is answered with the outbox's first entry,
+                                          so one entry stands for several commits
+===========================  ===========  ======================================================
+
+``BROKEN_OUTBOXES`` maps each factory name to the rule ID the harness must report.
+"""
+
+from __future__ import annotations
+
+from impls.memory import MemoryOutbox
+from model.commit import CommitIntent, MessageStoreError, OutboxPublication, StoreErrorKind
+
+
+class RepublishAppendsNewEntry(MemoryOutbox):
+    """C-POST-07: not idempotent per ``CommitKey``; every publish is a new entry."""
+
+    async def publish(self, intent: CommitIntent) -> OutboxPublication:
+        if self._closed:
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the outbox is closed", intent.key)
+        async with self._lock:
+            if intent.key in self._published:  # a re-publish: should answer with the first entry
+                self._last_entry += 1
+                return OutboxPublication(self.stream, f"{self._last_entry}-0")
+        return await super().publish(intent)
+
+
+class OneEntryForEveryKey(MemoryOutbox):
+    """C-POST-07: answers every key with the first entry ever appended."""
+
+    async def publish(self, intent: CommitIntent) -> OutboxPublication:
+        if self._closed:
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the outbox is closed", intent.key)
+        async with self._lock:
+            if self._published:
+                return next(iter(self._published.values()))
+        return await super().publish(intent)
+
+
+async def republish_appends_new_entry(namespace: str) -> MemoryOutbox:
+    return RepublishAppendsNewEntry(namespace)
+
+
+async def one_entry_for_every_key(namespace: str) -> MemoryOutbox:
+    return OneEntryForEveryKey(namespace)
+
+
+BROKEN_OUTBOXES: dict[str, str] = {
+    "republish_appends_new_entry": "C-POST-07",
+    "one_entry_for_every_key": "C-POST-07",
+}
