@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import logging
 import os
 import sys
 from collections.abc import Callable, Sequence
@@ -296,6 +297,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # MODULE:FACTORY names a module of the project being tested, as `python -m` would find it.
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
+    # Injected faults make the runtime log what it is built to survive (a recovery that left a
+    # commit unfinished); the report says what matters, so only errors reach stderr.
+    logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
     parser = build_parser()
     args = parser.parse_args(argv)
     if getattr(args, "handler", None) is None:

@@ -13,6 +13,9 @@ republish_appends_new_entry  C-POST-07    a re-publish of a key appends a new en
                                           with it instead of the key's first entry
 one_entry_for_every_key      C-POST-07    every key is answered with the outbox's first entry,
                                           so one entry stands for several commits
+republish_appends_silently   C-POST-07    a re-publish appends a second entry for the key but
+                                          answers with the first: only the outbox's listing
+                                          (``ListableOutbox.entries``) shows it
 ===========================  ===========  ======================================================
 
 ``BROKEN_OUTBOXES`` maps each factory name to the rule ID the harness must report.
@@ -20,6 +23,7 @@ one_entry_for_every_key      C-POST-07    every key is answered with the outbox'
 
 from __future__ import annotations
 
+from impls.api import OutboxEntry
 from impls.memory import MemoryOutbox
 from model.commit import CommitIntent, MessageStoreError, OutboxPublication, StoreErrorKind
 
@@ -49,6 +53,23 @@ class OneEntryForEveryKey(MemoryOutbox):
         return await super().publish(intent)
 
 
+class RepublishAppendsSilently(MemoryOutbox):
+    """C-POST-07: a re-publish appends another entry a consumer will read, and hides it."""
+
+    async def publish(self, intent: CommitIntent) -> OutboxPublication:
+        if self._closed:
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the outbox is closed", intent.key)
+        async with self._lock:
+            first = self._published.get(intent.key)
+            if first is not None:
+                self._last_entry += 1
+                self._entries.append(
+                    OutboxEntry(intent.key, OutboxPublication(self.stream, f"{self._last_entry}-0"))
+                )
+                return first
+        return await super().publish(intent)
+
+
 async def republish_appends_new_entry(namespace: str) -> MemoryOutbox:
     return RepublishAppendsNewEntry(namespace)
 
@@ -57,7 +78,12 @@ async def one_entry_for_every_key(namespace: str) -> MemoryOutbox:
     return OneEntryForEveryKey(namespace)
 
 
+async def republish_appends_silently(namespace: str) -> MemoryOutbox:
+    return RepublishAppendsSilently(namespace)
+
+
 BROKEN_OUTBOXES: dict[str, str] = {
     "republish_appends_new_entry": "C-POST-07",
     "one_entry_for_every_key": "C-POST-07",
+    "republish_appends_silently": "C-POST-07",
 }

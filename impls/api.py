@@ -10,6 +10,8 @@ from __future__ import annotations
 import time
 from typing import Protocol, runtime_checkable
 
+import attrs
+
 from model.commit import (
     AuthenticatedSend,
     CommitIntent,
@@ -46,9 +48,7 @@ class MessageStore(Protocol):
 
     async def put_record(self, intent: CommitIntent) -> None: ...
 
-    async def mark_outbox_published(
-        self, intent: CommitIntent, publication: OutboxPublication
-    ) -> None: ...
+    async def mark_outbox_published(self, intent: CommitIntent, publication: OutboxPublication) -> None: ...
 
     async def mark_published_and_committed(
         self, intent: CommitIntent, publication: OutboxPublication
@@ -56,9 +56,7 @@ class MessageStore(Protocol):
 
     async def mark_committed(self, intent: CommitIntent) -> CommittedMessage: ...
 
-    async def load_commit(
-        self, key: CommitKey, conversation_id: ConversationId
-    ) -> LoadedCommit | None: ...
+    async def load_commit(self, key: CommitKey, conversation_id: ConversationId) -> LoadedCommit | None: ...
 
     async def load_commit_for_request(self, request: AuthenticatedSend) -> LoadedCommit | None: ...
 
@@ -89,6 +87,26 @@ class Outbox(Protocol):
     async def close(self) -> None: ...
 
 
+@attrs.frozen
+class OutboxEntry:
+    """One entry an outbox holds: the commit it publishes and the publication that names it."""
+
+    key: CommitKey
+    publication: OutboxPublication
+
+
+@runtime_checkable
+class ListableOutbox(Protocol):
+    """An ``Outbox`` that can also list every entry it holds, in the order they were appended.
+
+    Optional: the committer never lists. It is how an auditor (and the conformance harness) sees
+    what a consumer of the outbox would see, e.g. a second entry for one commit key that a
+    re-publish did not admit to (C-POST-07). Errors leave as ``MessageStoreError``.
+    """
+
+    async def entries(self) -> list[OutboxEntry]: ...
+
+
 @runtime_checkable
 class MembershipDirectory(Protocol):
     """Current conversation membership: sender admission and history authorization (C-PRE-05)."""
@@ -116,9 +134,7 @@ class InMemoryMembership:
         self._members: dict[tuple[TenantId, ConversationId], frozenset[UserId]] = {}
         self._versions: dict[tuple[TenantId, ConversationId], int] = {}
 
-    def set_members(
-        self, tenant: TenantId, conversation: ConversationId, members: frozenset[UserId]
-    ) -> None:
+    def set_members(self, tenant: TenantId, conversation: ConversationId, members: frozenset[UserId]) -> None:
         ref = (tenant, conversation)
         self._members[ref] = frozenset(members)
         self._versions[ref] = self._versions.get(ref, 0) + 1

@@ -44,7 +44,7 @@ from conformance.commit._oracle import HaltExample, ObservedStore
 from conformance.commit._outbox import ObservedOutbox, OutboxOracle
 from conformance.commit._store_machine import CONVERSATIONS, KEYS, STORE_FAULTS, VARIANTS, CommitWorld
 from conformance.commit._target import CommitTarget
-from impls.api import Outbox
+from impls.api import ListableOutbox, Outbox
 from impls.commit import MessageCommitter
 from model.commit import (
     MAX_SCAN_ITEMS,
@@ -85,6 +85,9 @@ class CommitMachine(CommitWorld):
         self.outbox: Outbox | None = None
         self.outbox = self.run(target.open_outbox(self.namespace))
         self.outbox_oracle = OutboxOracle(self.oracle, self.outbox)
+        self.context.stats.details.setdefault(
+            "outbox_lists_entries", str(isinstance(self.outbox, ListableOutbox))
+        )
         self.crash_at: set[FaultPoint] = set()  # armed crashes; each fires once
         self.step_stores: list[ObservedStore] = []  # the committers' stores of the current step
 
@@ -503,6 +506,10 @@ class CommitMachine(CommitWorld):
                 ).violation
             self.call(self.oracle.observe(key))
             self.replay_and_probe(key)
+        try:
+            self.run(self.outbox_oracle.audit())
+        except HaltExample as halt:
+            raise halt.violation from None
         if self.oracle.state.commits:
             self.context.reach("quiescent-all-committed")
         store = ObservedStore(self.oracle)

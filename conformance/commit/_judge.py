@@ -6,7 +6,8 @@ what diverged, most specific first: a replayed conflict is C-PRE-03 whatever the
 coordinates are C-POST-01; a changed publication is C-POST-04; and so on. ``exercised(op, expected)``
 names the rules an agreeing outcome has just demonstrated, for the coverage gate.
 
-The outbox has no read in its port, so its checks are not outcome comparisons: ``OUTBOX_CHECKS``
+The outbox's port has no read a model could be compared with (a listing is optional), so its checks
+are not outcome comparisons: ``OUTBOX_CHECKS``
 names each check the outbox ledger (``_outbox.py``) and the commit machine make, and the rule it
 enforces.
 """
@@ -72,6 +73,12 @@ OUTBOX_CHECKS: Mapping[str, str] = {
     "replay-changed": "C-POST-09",
     # readiness answered ready while the outbox was down
     "readiness-ignored-outbox": "C-PRE-06",
+    # the listing (ListableOutbox) holds two entries for one commit key
+    "second-entry-for-a-key": "C-POST-07",
+    # the listing holds an entry the outbox never acknowledged for that key
+    "entry-not-acknowledged": "C-POST-07",
+    # an entry the outbox acknowledged is missing from its listing: the ack was not durable
+    "acknowledged-entry-missing": "C-POST-07",
 }
 
 

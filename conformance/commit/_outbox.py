@@ -2,7 +2,8 @@
 
 Theory of operation
 -------------------
-The ``Outbox`` port (impls/api.py) publishes and answers readiness; it has no read. So the harness
+The ``Outbox`` port (impls/api.py) publishes and answers readiness; reading is optional
+(``ListableOutbox``). So the harness
 keeps the ledger a reader of the stream would build: every publication the real outbox acknowledged,
 per ``CommitKey``, seen through ``ObservedOutbox``, the outbox of every committer the commit machine
 runs. A key's first acknowledged publication is *its entry*. Checks (rule IDs in
@@ -17,8 +18,10 @@ runs. A key's first acknowledged publication is *its entry*. Checks (rule IDs in
 * at quiescence a probe publishes every committed key again, straight to the real outbox: it must
   answer with the committed publication (C-POST-07).
 
-An outbox that appended a second entry and still answered with the first would pass: nothing in
-the port can see it.
+* at quiescence, when the outbox is a ``ListableOutbox`` (every shipped one is), what a consumer
+  would read is exactly the ledger: one entry per acknowledged key, that key's entry, and nothing
+  else (C-POST-07). Without the listing, an outbox that appended a second entry and still
+  answered with the first would pass: nothing else in the port can see it.
 
 Faults (``arm_outbox_fault``): ``outbox-ack-lost`` (the real publish applies, the committer sees
 UNAVAILABLE), ``outbox-failed`` (UNAVAILABLE, the real outbox is not called) and ``outbox-down``
@@ -35,7 +38,7 @@ from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_DOWN, OUTBOX_FAIL
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import Gate, HaltExample, StoreOracle
 from conformance.commit._vocabulary import key_name
-from impls.api import Outbox
+from impls.api import ListableOutbox, Outbox, OutboxEntry
 from model.commit import (
     CommitIntent,
     CommitKey,
@@ -156,6 +159,45 @@ class OutboxOracle:
                 f"with {show(committed)}",
             )
         self.store.context.reach("outbox-republish-probed")
+
+    async def audit(self) -> None:
+        """At quiescence, on a ``ListableOutbox``: the listing is the ledger (C-POST-07)."""
+        real = self.real
+        if not isinstance(real, ListableOutbox):
+            return
+        listing: list[OutboxEntry] | MessageStoreError = []
+        for _ in range(_PROBE_ATTEMPTS):
+            listing = await self.store.call_real("outbox.entries", None, real.entries)
+            if not isinstance(listing, MessageStoreError):
+                break
+        if isinstance(listing, MessageStoreError):
+            raise HarnessEnvironmentError(f"the outbox could not be listed at quiescence: {listing}")
+        self.store.note(f"outbox.entries() -> {len(listing)} entries")
+        listed: dict[CommitKey, OutboxPublication] = {}
+        for entry in listing:
+            name = key_name(entry.key)
+            if entry.key in listed:
+                raise self.fail(
+                    "second-entry-for-a-key",
+                    f"the outbox holds two entries for {name}: {show(listed[entry.key])} and "
+                    f"{show(entry.publication)} (one entry per commit key)",
+                )
+            listed[entry.key] = entry.publication
+            ours = self.entries.get(entry.key)
+            if ours != entry.publication:
+                what = "acknowledged none for it" if ours is None else f"acknowledged {show(ours)} for it"
+                raise self.fail(
+                    "entry-not-acknowledged",
+                    f"the outbox holds {show(entry.publication)} for {name} but {what}",
+                )
+        for key, publication in self.entries.items():
+            if key not in listed:
+                raise self.fail(
+                    "acknowledged-entry-missing",
+                    f"the outbox acknowledged {show(publication)} for {key_name(key)} but does not hold it",
+                )
+        if self.entries:
+            self.store.context.reach("outbox-entries-audited")
 
 
 class ObservedOutbox:

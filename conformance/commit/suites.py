@@ -146,6 +146,8 @@ def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
         )
     targets["readiness-refused:outbox-down"] = "readiness was never asked while the outbox was down"
     targets["outbox-republish-probed"] = "no committed key was published again at quiescence"
+    if stats.details.get("outbox_lists_entries") == "True":
+        targets["outbox-entries-audited"] = "the outbox's listing was never compared with its ledger"
     return targets
 
 

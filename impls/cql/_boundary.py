@@ -59,9 +59,7 @@ def is_unknown_outcome(exc: BaseException, operation: Operation) -> bool:
     return isinstance(exc, ErrorMessage) and bool(getattr(exc, "code", None) == CAS_WRITE_UNKNOWN_CODE)
 
 
-def translate(
-    exc: BaseException, operation: Operation, key: CommitKey | None = None
-) -> MessageStoreError:
+def translate(exc: BaseException, operation: Operation, key: CommitKey | None = None) -> MessageStoreError:
     """C-ERR-01: the ``MessageStoreError`` that stands for ``exc``; never the driver's type or text."""
     if isinstance(exc, MessageStoreError):
         return exc

@@ -396,6 +396,15 @@ def publication_from_row(stream: str, row: Row, key: CommitKey) -> OutboxPublica
     return OutboxPublication(stream, str(entry_id))
 
 
+def outbox_entry_from_row(stream: str, row: Row) -> tuple[CommitKey, OutboxPublication]:
+    """One row of ``Statement.OUTBOX_ENTRIES``: the commit key and its publication."""
+    try:
+        key = CommitKey(_text(row, "tenant"), _text(row, "sender"), _text(row, "cmid"))
+    except _Corrupt:
+        raise _corrupt("outbox entry") from None
+    return key, publication_from_row(stream, row, key)
+
+
 def rows_by_clustering(rows: tuple[Row, ...]) -> Iterator[tuple[tuple[str, str], Row]]:
     """(sender, cmid) and row, for a multi-row ledger read."""
     for row in rows:

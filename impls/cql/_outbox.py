@@ -14,9 +14,10 @@ from collections.abc import Sequence
 
 from cassandra import ConsistencyLevel
 
+from impls.api import OutboxEntry
 from impls.cql._boundary import Operation, translate
 from impls.cql._bridge import Page, execute
-from impls.cql._codec import outbox_event_to_row, publication_from_row
+from impls.cql._codec import outbox_entry_from_row, outbox_event_to_row, publication_from_row
 from impls.cql._schema import Statement
 from impls.cql._session import CqlSettings, Keyspace, open_keyspace
 from model.commit import CommitIntent, CommitKey, MessageStoreError, OutboxPublication, StoreErrorKind
@@ -108,6 +109,30 @@ class CqlOutbox:
                 StoreErrorKind.OUTCOME_UNKNOWN, "the publication could not be settled", key
             ) from None
         return publication_from_row(self.stream, page.rows[0], key) if page.rows else None
+
+    async def entries(self) -> list[OutboxEntry]:
+        """``ListableOutbox``: every row of the namespace's outbox, in entry-id (time) order.
+
+        The table is keyed by commit key, so it cannot hold two entries for one; listing still
+        shows a consumer's view. One partition, read page by page."""
+        keyspace = await self._keyspace()
+        found: list[tuple[CommitKey, OutboxPublication]] = []
+        paging: bytes | None = None
+        while True:
+            bound = keyspace.statement(Statement.OUTBOX_ENTRIES).bind((self._namespace,))
+            self.round_trips += 1
+            try:
+                page = await execute(
+                    keyspace.session, bound, timeout=self._settings.request_timeout_s, paging_state=paging
+                )
+            except Exception as exc:
+                raise translate(exc, Operation.READ, None) from None
+            found.extend(outbox_entry_from_row(self.stream, row) for row in page.rows)
+            paging = page.paging_state
+            if paging is None:
+                break
+        found.sort(key=lambda item: uuid.UUID(item[1].entry_id).time)
+        return [OutboxEntry(key, publication) for key, publication in found]
 
     async def readiness(self) -> None:
         """A real query on every call; UNAVAILABLE when the server does not answer."""

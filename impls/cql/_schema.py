@@ -93,8 +93,7 @@ class Statement(enum.Enum):
     MARK_RECORDED = f"UPDATE {{ks}}.ledger SET stage = 2 WHERE {_COMMIT_ROW} IF stage = 1"
     # (pub_stream, pub_entry, ns, tenant, sender, cmid)
     MARK_OUTBOXED = (
-        f"UPDATE {{ks}}.ledger SET stage = 3, pub_stream = ?, pub_entry = ? WHERE {_COMMIT_ROW} "
-        "IF stage = 2"
+        f"UPDATE {{ks}}.ledger SET stage = 3, pub_stream = ?, pub_entry = ? WHERE {_COMMIT_ROW} IF stage = 2"
     )
     # (ns, tenant, sender, cmid): the body goes, identity, coordinates and publication stay.
     MARK_COMMITTED = (
@@ -142,8 +141,7 @@ class Statement(enum.Enum):
     )
     # (ns, older_than)
     SCAN_HINTS = (
-        "SELECT accepted_at_ms, tenant, sender, cmid FROM {ks}.recovery "
-        "WHERE ns = ? AND accepted_at_ms < ?"
+        "SELECT accepted_at_ms, tenant, sender, cmid FROM {ks}.recovery WHERE ns = ? AND accepted_at_ms < ?"
     )
     # (ns, tenant, sender, cmid, entry_id, conversation, message_seq, conversation_seq, event)
     PUBLISH = (
@@ -154,6 +152,8 @@ class Statement(enum.Enum):
     READ_PUBLICATION = (
         "SELECT entry_id FROM {ks}.outbox WHERE ns = ? AND tenant = ? AND sender = ? AND cmid = ?"
     )
+    # (ns): every entry of the namespace's outbox, for ``CqlOutbox.entries``
+    OUTBOX_ENTRIES = "SELECT tenant, sender, cmid, entry_id FROM {ks}.outbox WHERE ns = ?"
     READINESS = "SELECT release_version FROM system.local"
 
     def text(self, keyspace: str) -> str:

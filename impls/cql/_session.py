@@ -178,4 +178,3 @@ def shutdown_sessions(contact: str | None = None) -> None:
             connections = [] if dropped is None else [dropped]
     for connection in connections:
         connection.cluster.shutdown()
-

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import asyncio
 
+from impls.api import OutboxEntry
 from model.commit import CommitIntent, CommitKey, MessageStoreError, OutboxPublication, StoreErrorKind
 
 
 class MemoryOutbox:
-    """An ``impls.api.Outbox`` whose durable ack is an entry in this object.
+    """An ``impls.api.Outbox`` (and ``ListableOutbox``) whose durable ack is an entry in this object.
 
     Publishing the same key again returns the first publication, so a committer that died at
     M-COMMIT-04 and publishes again cannot end up with two publications (C-POST-07).
@@ -19,6 +20,7 @@ class MemoryOutbox:
         self._lock = asyncio.Lock()
         self._closed = False
         self._published: dict[CommitKey, OutboxPublication] = {}
+        self._entries: list[OutboxEntry] = []  # what a consumer would read, in append order
         self._last_entry = 0  # entry ids increase per outbox: "1-0", "2-0", ...
 
     async def publish(self, intent: CommitIntent) -> OutboxPublication:
@@ -31,7 +33,14 @@ class MemoryOutbox:
             self._last_entry += 1
             publication = OutboxPublication(self.stream, f"{self._last_entry}-0")
             self._published[intent.key] = publication
+            self._entries.append(OutboxEntry(intent.key, publication))
             return publication
+
+    async def entries(self) -> list[OutboxEntry]:
+        """``ListableOutbox``: every entry appended, oldest first."""
+        if self._closed:
+            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the outbox is closed")
+        return list(self._entries)
 
     async def readiness(self) -> None:
         if self._closed:

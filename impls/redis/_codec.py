@@ -440,3 +440,12 @@ def outbox_event_fields(intent: CommitIntent) -> list[bytes]:
         BODY, intent.record.content.body,
         DELIVERY, encoding.delivery,
     ]  # fmt: skip
+
+
+def outbox_entry_key(fields: Mapping[bytes, bytes]) -> CommitKey:
+    """The commit key a stream entry publishes: from its record (``r``; ``record`` in the entries
+    of the first release, which also carried it alone under ``key``)."""
+    with decoding("outbox entry"):
+        raw = fields.get(RECORD) or fields[b"record"]
+        tenant, sender, cmid = _strings(json.loads(raw)["k"])
+        return CommitKey(tenant, sender, cmid)

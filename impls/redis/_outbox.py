@@ -3,21 +3,26 @@
 ``publish`` is one script: if the dedupe hash already names an entry for this commit key it is
 returned, otherwise XADD appends the event and the entry id is recorded in the same atomic step.
 So a committer that dies at M-COMMIT-04 and publishes again gets the same ``OutboxPublication``,
-and two different publications can never both look committed (C-POST-07).
+and two different publications can never both look committed (C-POST-07). ``entries`` reads the
+stream back (``ListableOutbox``), a page of ``XRANGE`` at a time.
 """
 
 from __future__ import annotations
 
 from redis.asyncio import Redis
 
+from impls.api import OutboxEntry
 from impls.redis import _codec, _scripts
 from impls.redis._gateway import Gateway
 from impls.redis._keys import Keys, member, valid_namespace
 from model.commit import CommitIntent, MessageStoreError, OutboxPublication, StoreErrorKind
 
+_ENTRIES_PAGE = 1000
+
 
 class RedisOutbox:
-    """An ``impls.api.Outbox`` on a Redis Stream; errors leave as ``MessageStoreError``."""
+    """An ``impls.api.Outbox`` and ``ListableOutbox`` on a Redis Stream; errors leave as
+    ``MessageStoreError``."""
 
     def __init__(self, client: Redis, namespace: str) -> None:
         if not valid_namespace(namespace):
@@ -45,6 +50,22 @@ class RedisOutbox:
         if isinstance(reply, bytes):  # the entry id
             return OutboxPublication(self.stream, reply.decode())
         raise MessageStoreError(StoreErrorKind.CORRUPT, "the outbox holds data of an unexpected shape", key)
+
+    async def entries(self) -> list[OutboxEntry]:
+        """Every entry of the stream, oldest first, each with the commit key its record names."""
+        found: list[OutboxEntry] = []
+        start = b"-"
+        while True:
+            page = await self._gateway.command(
+                "XRANGE", self._keys.outbox_stream, start, b"+", b"COUNT", _ENTRIES_PAGE
+            )
+            with _codec.decoding("outbox entry"):
+                for entry_id, fields in page:
+                    key = _codec.outbox_entry_key(fields)
+                    found.append(OutboxEntry(key, OutboxPublication(self.stream, bytes(entry_id).decode())))
+            if len(page) < _ENTRIES_PAGE:
+                return found
+            start = b"(" + bytes(page[-1][0])
 
     async def readiness(self) -> None:
         """A PING round trip on every call."""
