@@ -41,6 +41,7 @@ conformance: venv
 
 lint: venv
 	$(BIN)/ruff check .
+	$(BIN)/ruff format --check model impls conformance tests examples
 
 types: venv
 	$(BIN)/mypy --strict model impls conformance

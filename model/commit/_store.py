@@ -229,9 +229,7 @@ def reserve(
 # --- the stage transitions ------------------------------------------------------------------
 
 
-def _locate(
-    state: StoreState, intent: CommitIntent
-) -> CommitEntry | MessageStoreError:
+def _locate(state: StoreState, intent: CommitIntent) -> CommitEntry | MessageStoreError:
     """The stored entry for ``intent``, if the intent is exactly the one reserved (C-POST-03)."""
     key = intent.key
     entry = state.commits.get(key)
@@ -259,11 +257,7 @@ def _transition(
         return state, located
     entry = located
     key = intent.key
-    if (
-        publication is not None
-        and entry.publication is not None
-        and entry.publication != publication
-    ):
+    if publication is not None and entry.publication is not None and entry.publication != publication:
         return state, _error(
             StoreErrorKind.PUBLICATION_MISMATCH, "a different publication is already durable", key
         )
@@ -289,9 +283,7 @@ def _transition(
     return new_state, advanced
 
 
-def put_record(
-    state: StoreState, intent: CommitIntent
-) -> tuple[StoreState, MessageStoreError | None]:
+def put_record(state: StoreState, intent: CommitIntent) -> tuple[StoreState, MessageStoreError | None]:
     """C-PRE-04, C-POST-03: write ``intent.record`` and nothing else; retries converge.
 
     post: __return__[0].rank(intent.key) >= state.rank(intent.key)
@@ -309,9 +301,7 @@ def mark_outbox_published(
     post: __return__[0].rank(intent.key) >= state.rank(intent.key)
     post: not isinstance(__return__[1], MessageStoreError) or __return__[0] == state
     """
-    new_state, result = _transition(
-        state, StoreOperation.MARK_OUTBOX_PUBLISHED, intent, publication
-    )
+    new_state, result = _transition(state, StoreOperation.MARK_OUTBOX_PUBLISHED, intent, publication)
     return new_state, result if isinstance(result, MessageStoreError) else None
 
 
@@ -326,9 +316,7 @@ def mark_published_and_committed(
     post: __return__[0].rank(intent.key) >= state.rank(intent.key)
     post: not isinstance(__return__[1], MessageStoreError) or __return__[0] == state
     """
-    new_state, result = _transition(
-        state, StoreOperation.MARK_PUBLISHED_AND_COMMITTED, intent, publication
-    )
+    new_state, result = _transition(state, StoreOperation.MARK_PUBLISHED_AND_COMMITTED, intent, publication)
     if isinstance(result, MessageStoreError):
         return new_state, result
     return new_state, result.committed_message(intent.key)

@@ -634,7 +634,10 @@ async def test_server_refusals_leave_as_store_errors(settings: CqlSettings) -> N
 
 def cas_timeout() -> WriteTimeout:
     return WriteTimeout(
-        "timeout", consistency=ConsistencyLevel.SERIAL, required_responses=1, received_responses=0,
+        "timeout",
+        consistency=ConsistencyLevel.SERIAL,
+        required_responses=1,
+        received_responses=0,
         write_type=WriteType.CAS,
     )
 
@@ -643,21 +646,39 @@ def cas_timeout() -> WriteTimeout:
     ("exc", "operation", "kind"),
     [
         (cas_timeout(), Operation.CONDITIONAL_WRITE, StoreErrorKind.OUTCOME_UNKNOWN),
-        (OperationTimedOut(errors={"h": "t"}, last_host="h"), Operation.CONDITIONAL_WRITE,
-         StoreErrorKind.OUTCOME_UNKNOWN),
-        (WriteFailure("f", write_type=WriteType.CAS), Operation.CONDITIONAL_WRITE,
-         StoreErrorKind.OUTCOME_UNKNOWN),
-        (ErrorMessage(0x1700, "cas write unknown", None), Operation.CONDITIONAL_WRITE,
-         StoreErrorKind.OUTCOME_UNKNOWN),
+        (
+            OperationTimedOut(errors={"h": "t"}, last_host="h"),
+            Operation.CONDITIONAL_WRITE,
+            StoreErrorKind.OUTCOME_UNKNOWN,
+        ),
+        (
+            WriteFailure("f", write_type=WriteType.CAS),
+            Operation.CONDITIONAL_WRITE,
+            StoreErrorKind.OUTCOME_UNKNOWN,
+        ),
+        (
+            ErrorMessage(0x1700, "cas write unknown", None),
+            Operation.CONDITIONAL_WRITE,
+            StoreErrorKind.OUTCOME_UNKNOWN,
+        ),
         (WriteTimeout("t", write_type=WriteType.SIMPLE), Operation.WRITE, StoreErrorKind.UNAVAILABLE),
-        (WriteTimeout("t", write_type=WriteType.SIMPLE), Operation.CONDITIONAL_WRITE,
-         StoreErrorKind.UNAVAILABLE),
+        (
+            WriteTimeout("t", write_type=WriteType.SIMPLE),
+            Operation.CONDITIONAL_WRITE,
+            StoreErrorKind.UNAVAILABLE,
+        ),
         (OperationTimedOut(), Operation.READ, StoreErrorKind.UNAVAILABLE),
         (OperationTimedOut(), Operation.WRITE, StoreErrorKind.UNAVAILABLE),
-        (NoHostAvailable("none", {"h": ConnectionRefusedError()}), Operation.CONDITIONAL_WRITE,
-         StoreErrorKind.UNAVAILABLE),
-        (Unavailable("u", consistency=ConsistencyLevel.QUORUM, required_replicas=2, alive_replicas=1),
-         Operation.WRITE, StoreErrorKind.UNAVAILABLE),
+        (
+            NoHostAvailable("none", {"h": ConnectionRefusedError()}),
+            Operation.CONDITIONAL_WRITE,
+            StoreErrorKind.UNAVAILABLE,
+        ),
+        (
+            Unavailable("u", consistency=ConsistencyLevel.QUORUM, required_replicas=2, alive_replicas=1),
+            Operation.WRITE,
+            StoreErrorKind.UNAVAILABLE,
+        ),
         (ReadTimeout("r", data_retrieved=False), Operation.READ, StoreErrorKind.UNAVAILABLE),
         (InvalidRequest("unconfigured table ledger"), Operation.READ, StoreErrorKind.UNAVAILABLE),
         (ErrorMessage(0x2000, "line 1:7 syntax error", None), Operation.SETUP, StoreErrorKind.UNAVAILABLE),
