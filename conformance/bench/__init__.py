@@ -11,11 +11,18 @@ Sections, each figure the median of several runs with min/max and quartiles (``_
    commit and resume from each durable stage; commits per second on one connection;
 3. the raw floor (``_floor``): a trivial request on each server, measured alternately with the
    commit rate, and Ratchet's rate as a share of it;
-4. the Redis commit-hash footprint (``_redis_footprint``) against the seed's 552 B.
+4. the Redis commit-hash footprint (``_redis_footprint``) against the seed's 552 B;
+5. saga harness throughput (``_saga_throughput``): the ``saga`` suite on each saga backend, behind
+   the saga timing seam (``_saga_seam``: time inside the ``SagaBackend`` port);
+6. saga unit cost (``_saga_cost``): transactions, port calls and SQL statements per start (the
+   orchestrator) and per command (a participant), fresh and replayed;
+7. saga units per second on one connection, alternated with the raw SQL floor of the same driver
+   (``_saga_floor``), and Ratchet's rate as a share of it. Issue 9 states no saga targets.
 
-``_bench`` runs the sections and checks issue 9's targets; ``_table`` prints and writes JSON. A
-backend whose server is down is reported as unavailable. Benchmarks are not tests: nothing here
-asserts a timing; tests/conformance/test_bench.py only checks that every figure is produced.
+``_bench`` runs the sections (the saga ones through ``_saga_bench``) and checks issue 9's targets;
+``_table`` prints and writes JSON. A backend whose server is down is reported as unavailable.
+Benchmarks are not tests: nothing here asserts a timing; tests/conformance/test_bench.py and
+test_saga_bench.py only check that every figure is produced.
 
 Public API: ``run_bench(BenchOptions.preset(quick=True))`` -> ``BenchReport``; ``render`` and
 ``to_json`` turn it into the table and the JSON document.
@@ -45,9 +52,18 @@ def _csv(value: str) -> tuple[str, ...]:
 def _configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quick", action="store_true", help="3 short runs per figure (under two minutes)")
     parser.add_argument(
-        "--backend", type=_csv, default=None, help="comma-separated (default: memory,fakeredis,redis,cql)"
+        "--backend",
+        type=_csv,
+        default=None,
+        help="comma-separated commit and saga backends (default: all: memory,fakeredis,redis,cql,"
+        "sqlite,postgres,mysql)",
     )
-    parser.add_argument("--suite", type=_csv, default=None, help="throughput suites (default: store,commit)")
+    parser.add_argument(
+        "--suite",
+        type=_csv,
+        default=None,
+        help="store,commit: the commit sections; saga: the saga sections (default: store,commit)",
+    )
     parser.add_argument("--runs", type=int, default=None, help="runs per figure (default: 5, quick: 3)")
     parser.add_argument("--examples", type=int, default=None, help="examples per throughput run")
     parser.add_argument("--steps", type=int, default=None, help="steps per example, at most")
@@ -102,7 +118,10 @@ def _run(args: argparse.Namespace) -> int:
 
 BENCH = register_subcommand(
     Subcommand(
-        "bench", "measure harness throughput, commit cost, raw floors, Redis footprint", _configure, _run
+        "bench",
+        "measure harness throughput, commit and saga unit cost, raw floors, Redis footprint",
+        _configure,
+        _run,
     )
 )
 

@@ -65,7 +65,16 @@ def machine(load_at_start: float) -> Machine:
         platform=platform.platform(),
         libraries={
             name: _version(name)
-            for name in ("hypothesis", "attrs", "redis", "fakeredis", "lupa", "cassandra-driver")
+            for name in (
+                "hypothesis",
+                "attrs",
+                "redis",
+                "fakeredis",
+                "lupa",
+                "cassandra-driver",
+                "psycopg",
+                "PyMySQL",
+            )
         },
         load_average=(load_at_start, load_average()),
     )

@@ -10,9 +10,10 @@ from typing import Any
 
 import attrs
 
-from conformance.bench._bench import BenchReport
+from conformance.bench._bench import COMMIT_SUITES, BenchReport
 from conformance.bench._figures import Spread
 from conformance.bench._redis_footprint import SEED_COMMITTED_BYTES
+from conformance.bench._saga_throughput import SAGA_SUITE
 
 JSON_FORMAT = "ratchet-bench/1"
 
@@ -41,26 +42,8 @@ def _verdicts(verdicts: Sequence[str]) -> str:
     return ", ".join(f"{v} x{n}" for v, n in Counter(verdicts).items())
 
 
-def render(report: BenchReport) -> str:
-    o = report.options
-    m = report.machine
+def _commit_sections(report: BenchReport, sizes: str) -> list[str]:
     out: list[str] = []
-    mode = "quick" if o.quick else "full"
-    out.append(
-        f"Ratchet bench ({mode}): {o.runs} runs per figure, median [min-max]; seed {o.seed}; "
-        f"{report.elapsed_s:.0f}s"
-    )
-    out.append(f"machine: {m.cpus} CPUs ({m.cpu_model}), {m.memory_gib} GiB, Python {m.python}, {m.platform}")
-    start, end = m.load_average
-    out.append(
-        f"load average (1 min): {start:.2f} at start, {end:.2f} at end (every process on the machine counts)"
-    )
-    if report.servers:
-        out.append("servers: " + ", ".join(f"{b}: {v}" for b, v in report.servers.items()))
-    sizes = f"{o.examples if o.examples is not None else 'ci-profile'} examples/run"
-    if o.steps is not None:
-        sizes += f", <= {o.steps} steps/example"
-
     out += ["", f"1. Harness throughput: conformance suites, model check on ({sizes})"]
     if report.throughput:
         rows = [
@@ -193,12 +176,137 @@ def render(report: BenchReport) -> str:
         out.append("   MEMORY USAGE includes the key name, which holds the namespace and the ids above")
     elif "redis" in report.options.backends:
         out.append("   (not measured: real Redis unavailable)")
+    return out
 
-    out += ["", "Targets (issue 9, on the median)"]
-    out += table(
-        ["", "target", "wanted", "measured"],
-        [[t.verdict, t.name, t.wanted, t.measured] for t in report.targets],
+
+def _saga_sections(report: BenchReport, sizes: str) -> list[str]:
+    out = ["", f"5. Saga harness throughput: the saga suite, model check on ({sizes})"]
+    if report.saga_throughput:
+        rows = [
+            [
+                t.backend,
+                t.steps_per_second.show(),
+                f"{t.transactions_per_step.median:.1f}",
+                _pct(t.backend_share),
+                _pct(t.transaction_share),
+                _pct(t.harness_share),
+                f"{t.steps_per_run.median:.0f}",
+                _verdicts(t.verdicts),
+            ]
+            for t in report.saga_throughput
+        ]
+        out += table(
+            ["backend", "steps/s", "tx/step", "backend%", "in-tx%", "harness+model%", "steps/run", "runs"],
+            rows,
+            right=(1, 2, 3, 4, 5, 6),
+        )
+        out += [
+            "   backend% = time inside the SagaBackend port (timing seam, opening included) / wall time;",
+            "   in-tx% = time with a transaction open (port calls + the runtime's work in it) / wall time",
+        ]
+
+    out += [
+        "",
+        "6. Saga unit cost per unit (one transaction each; SQL = statements incl. BEGIN/COMMIT/ROLLBACK,"
+        " '-' = no SQL)",
+    ]
+    if report.saga_costs:
+        rows = [
+            [
+                c.backend,
+                u.unit,
+                u.side,
+                u.outcome,
+                _maybe(u.transactions),
+                _maybe(u.port_calls),
+                _maybe(u.statements),
+                " ".join(f"{name}:{n:g}" for name, n in u.port_calls_by_method.items()),
+            ]
+            for c in report.saga_costs
+            for u in c.units
+        ]
+        out += table(
+            ["backend", "unit", "side", "outcome", "tx", "port calls", "SQL", "port calls by method"],
+            rows,
+            right=(4, 5, 6),
+        )
+
+    out += ["", "7. Saga units per second, sequential on one connection, vs the raw SQL floor"]
+    if report.saga_rates:
+        rows = [
+            [
+                r.backend,
+                r.unit,
+                r.units_per_second.show(),
+                f"{r.cpu_us_per_unit.median:.0f}",
+                "-" if r.statements_per_unit is None else f"{r.statements_per_unit:g}",
+                _maybe(r.floor_per_second),
+                _maybe(r.floor_ratio_percent) + ("%" if r.floor_ratio_percent is not None else ""),
+            ]
+            for r in report.saga_rates
+        ]
+        out += table(
+            ["backend", "unit", "units/s", "CPU us/unit", "SQL/unit", "floor/s (same SQL)", "Ratchet/floor"],
+            rows,
+            right=(2, 3, 4, 5, 6),
+        )
+    if report.saga_floors:
+        out += ["", "   raw SQL floor probes (same run, one connection, the backend's driver and BEGIN):"]
+        rows = [
+            [
+                f.backend,
+                f.server,
+                p.name,
+                str(p.statements),
+                p.per_second.show(),
+                f"{p.cpu_us_per_op.median:.0f}",
+            ]
+            for f in report.saga_floors
+            for p in f.probes
+        ]
+        out += [
+            "   " + line
+            for line in table(
+                ["backend", "server", "probe", "SQL/tx", "tx/s", "CPU us/tx"], rows, right=(3, 4, 5)
+            )
+        ]
+    out.append("   (issue 9 states no saga targets: these figures are reported, not checked)")
+    return out
+
+
+def render(report: BenchReport) -> str:
+    o = report.options
+    m = report.machine
+    out: list[str] = []
+    mode = "quick" if o.quick else "full"
+    out.append(
+        f"Ratchet bench ({mode}): {o.runs} runs per figure, median [min-max]; seed {o.seed}; "
+        f"{report.elapsed_s:.0f}s"
     )
+    out.append(f"machine: {m.cpus} CPUs ({m.cpu_model}), {m.memory_gib} GiB, Python {m.python}, {m.platform}")
+    start, end = m.load_average
+    out.append(
+        f"load average (1 min): {start:.2f} at start, {end:.2f} at end (every process on the machine counts)"
+    )
+    if report.servers:
+        out.append("servers: " + ", ".join(f"{b}: {v}" for b, v in report.servers.items()))
+    sizes = f"{o.examples if o.examples is not None else 'ci-profile'} examples/run"
+    if o.steps is not None:
+        sizes += f", <= {o.steps} steps/example"
+
+    if any(suite in COMMIT_SUITES for suite in o.suites):
+        out += _commit_sections(report, sizes)
+    if SAGA_SUITE in o.suites:
+        out += _saga_sections(report, sizes)
+
+    if report.targets:
+        out += ["", "Targets (issue 9, on the median)"]
+        out += table(
+            ["", "target", "wanted", "measured"],
+            [[t.verdict, t.name, t.wanted, t.measured] for t in report.targets],
+        )
+    else:
+        out += ["", "Targets (issue 9): none for the chosen suites"]
     if report.unavailable:
         out += ["", "Unavailable backends:"]
         out += [f"  {name}: {why}" for name, why in report.unavailable.items()]

@@ -26,6 +26,9 @@ RELAY_CRASH = register_fault_kind(
 LIFECYCLE_RACE = register_fault_kind(
     FaultKind("lifecycle-race", "a catalog lifecycle move between starts and results")
 )
+STALE_GENERATION = register_fault_kind(
+    FaultKind("stale-generation", "a replica renews its route with a generation a re-registration superseded")
+)
 
 SAGA_FAULTS = (
     COMMIT_ROLLED_BACK,
@@ -38,4 +41,5 @@ SAGA_FAULTS = (
     LEASE_LOST,
     RELAY_CRASH,
     LIFECYCLE_RACE,
+    STALE_GENERATION,
 )

@@ -22,6 +22,7 @@ of delivering it again.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import Any, cast
 
 import attrs
@@ -43,11 +44,13 @@ from conformance.saga._faults import (
     LIFECYCLE_RACE,
     RELAY_CRASH,
     REORDER,
+    STALE_GENERATION,
 )
 from conformance.saga._target import SagaTarget, TimedBackend
 from impls.saga import Orchestrator, Participant, SagaBackend
 from impls.saga._convert import instance_from_row, journal_from_row, timer_from_row
-from impls.saga._unit import read_only
+from impls.saga._routes import capability_key_of, route_from_row, route_to_row
+from impls.saga._unit import Abort, Commit, read_only, run_unit
 from model import saga as m
 
 FATES = {
@@ -74,6 +77,67 @@ SETTLED_CHARGE = {
     for key, decision in zip(w.BUSINESS_KEYS, ("succeed", "reject", "unknown"), strict=True)
 }
 
+#: How a start gives its payload (S-START-10, S-START-11): JSON bytes, a raw payload with the
+#: JSON contract, a raw non-JSON payload with or without its schema, both forms, neither.
+PAYLOAD_FORMS: dict[str, Callable[[bytes], tuple[bytes | None, m.SagaPayload | None]]] = {
+    "json": lambda data: (data, None),
+    "raw_json": lambda data: (None, m.SagaPayload(data, m.JSON_CONTRACT)),
+    "raw_schema": lambda _data: (None, m.SagaPayload(w.RAW_BYTES, w.UPLOAD_CONTRACT)),
+    "raw_no_schema": lambda _data: (
+        None,
+        m.SagaPayload(w.RAW_BYTES, m.PayloadContract(w.UPLOAD_CONTRACT.media_type)),
+    ),
+    "both": lambda data: (data, m.SagaPayload(data, m.JSON_CONTRACT)),
+    "none": lambda _data: (None, None),
+}
+#: The rule a transport-contract refusal breaks (S-ROUTE-05..08; the credentials digest: S-ROUTE-01).
+VIOLATION_RULES = {
+    m.TransportViolation.HTTP_ORIGIN_NOT_BARE: "S-ROUTE-05",
+    m.TransportViolation.HTTP_BASE_PATH_NOT_CANONICAL: "S-ROUTE-05",
+    m.TransportViolation.GRPC_ORIGIN_NOT_BARE_HTTPS: "S-ROUTE-06",
+    m.TransportViolation.KAFKA_TOPIC_INVALID: "S-ROUTE-07",
+    m.TransportViolation.REDIS_STREAM_KEY_INVALID: "S-ROUTE-07",
+    m.TransportViolation.PATH_ON_NON_HTTP: "S-ROUTE-08",
+    m.TransportViolation.CREDENTIALS_DIGEST_INVALID: "S-ROUTE-01",
+}
+shapes = st.sampled_from(
+    list(range(w.VALID_SHAPES)) * 2 + list(range(w.VALID_SHAPES, len(w.DESCRIPTOR_SHAPES)))
+)
+foreign = st.sampled_from([False] * 5 + [True])
+
+
+def _start_rule(expected: object, joined: bool) -> str:
+    if joined:
+        return "S-START-06"
+    if isinstance(expected, m.PayloadRejected):
+        exactly_one = expected.problem in (m.PayloadProblem.BOTH_GIVEN, m.PayloadProblem.NONE_GIVEN)
+        return "S-START-10" if exactly_one else "S-START-11"
+    rules = {m.QuotaExhausted: "S-START-13", m.DefinitionNotStartable: "S-CAT-05", m.Started: "S-START-01"}
+    return rules.get(type(expected), "S-START-01" if isinstance(expected, m.AlreadyExists) else "S-START-08")
+
+
+def _route_rule(expected: object) -> str:
+    if isinstance(expected, m.RouteInvalid):
+        return VIOLATION_RULES[expected.violation]
+    rules = {
+        m.DefinitionNotLoadable: "S-CAT-09",
+        m.LeaseExpired: "S-ROUTE-09",
+        m.StaleGeneration: "S-ROUTE-02",
+        m.CapabilityRegistered: "S-ROUTE-02",
+        m.CapabilityRenewed: "S-ROUTE-09",
+    }
+    return rules.get(type(expected), "S-ROUTE-01")
+
+
+def _shape_of(descriptor: m.CapabilityDescriptor) -> int:
+    shape = (descriptor.transport, descriptor.address, descriptor.base_path, descriptor.credentials_digest)
+    return w.DESCRIPTOR_SHAPES.index(shape) if shape in w.DESCRIPTOR_SHAPES else 0
+
+
+def _key_order(key: m.CapabilityKey) -> tuple[str, str, int, int, str, str]:
+    d = key.definition
+    return (d.tenant, d.workflow, d.version, key.step_index, key.owner, key.replica)
+
 
 def _unwrapped(method: Any) -> Any:
     # Quiescence drives the rules' bodies without recording them as program steps.
@@ -94,19 +158,26 @@ class SagaMachine(ConformanceMachine):
         self.fate = m.CommitFate.COMMITTED
         self.backends: list[SagaBackend] = []
         self.orch_backend = self._open(target, f"{ns}o")
-        self.orch = Orchestrator(self.orch_backend, frozenset(w.OWNERS), fates=self._fate)
+        self.orch = Orchestrator(
+            self.orch_backend, frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT, fates=self._fate
+        )
         self.parts = {
             owner: Participant(
                 self._open(target, f"{ns}{owner}"), w.participant_config(owner), fates=self._fate
             )
             for owner in w.OWNERS
         }
-        self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS))
+        self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT)
         self.model_parts = {owner: m.ParticipantState(w.participant_config(owner)) for owner in w.OWNERS}
         self.results_published: set[str] = set()
         self.wire = w.Wire()
         self.now = 0
         self.leases: dict[str, tuple[str, int]] = {}
+        #: Route generations each replica learnt from its receipts, oldest first.
+        self.generations: dict[m.CapabilityKey, list[int]] = {}
+        #: Only catalog and route steps write definition and capability rows; the after-step
+        #: comparison of those rows runs after them (and at quiescence), not after every step.
+        self.catalog_touched = True
         self._catalog_setup()
 
     def _open(self, target: SagaTarget, namespace: str) -> SagaBackend:
@@ -140,6 +211,10 @@ class SagaMachine(ConformanceMachine):
         change = m.ChangeLifecycle(w.KEY, m.LifecycleAction.ACTIVATE)
         self.model, expected2 = m.change_lifecycle(self.model, change, self.now)
         self.expect("S-CAT-04", expected2, self.orch.change_lifecycle(change, self.now))
+        # The upload definition stays a candidate until a ``catalog`` rule activates it.
+        upload = m.PublishDefinition(w.UPLOAD, w.UPLOAD_DIGEST)
+        self.model, expected3 = m.publish_definition(self.model, upload)
+        self.expect("S-CAT-02", expected3, self.orch.publish_definition(w.UPLOAD, w.UPLOAD_DIGEST))
 
     def expect(self, rule_id: str, expected: object, actual: object) -> None:
         self.note(f"model: {show(expected)}")
@@ -164,25 +239,83 @@ class SagaMachine(ConformanceMachine):
         (swarm testing may switch ``start`` off for a whole example)."""
         self._start(key, 0, -1, "committed")
 
-    @rule(key=indexes, payload=indexes, revoked=st.sampled_from([-1, -1, -1, 0, 1]), fate=fates)
+    @rule(
+        key=indexes,
+        payload=indexes,
+        revoked=st.sampled_from([-1, -1, -1, 0, 1]),
+        fate=fates,
+        definition=st.sampled_from(["order"] * 4 + ["upload"]),
+        form=st.sampled_from(["declared"] * 6 + list(PAYLOAD_FORMS)),
+        joined=st.sampled_from([False, False, False, True]),
+    )
     @step
-    def start(self, key: int, payload: int, revoked: int, fate: str) -> None:
-        self._start(key, payload, revoked, fate)
+    def start(
+        self,
+        key: int,
+        payload: int,
+        revoked: int,
+        fate: str,
+        definition: str = "order",
+        form: str = "declared",
+        joined: bool = False,
+    ) -> None:
+        self._start(key, payload, revoked, fate, definition, form, joined)
 
-    def _start(self, key: int, payload: int, revoked: int, fate: str) -> None:
-        request = m.StartSaga(
-            w.KEY, w.BUSINESS_KEYS[key % len(w.BUSINESS_KEYS)], json_payload=w.PAYLOADS[payload % 3]
-        )
+    def _start(
+        self,
+        key: int,
+        payload: int,
+        revoked: int,
+        fate: str,
+        definition: str = "order",
+        form: str = "declared",
+        joined: bool = False,
+    ) -> None:
+        """A start beside the model (S-START-01..13, S-CAT-05, S-CAT-08).
+
+        ``definition`` picks the order saga or the upload one (a candidate until activated,
+        then admitting its schema-declared non-JSON input); ``form`` how the payload is given
+        (``declared``: the definition's own contract); the fourth order key is tried only once
+        the tenant's quota is full; ``joined`` runs the start inside a transaction the harness
+        owns as the host (S-START-06).
+        """
+        if definition == "upload":
+            def_key, business_key = w.UPLOAD_KEY, w.UPLOAD_KEYS[key % len(w.UPLOAD_KEYS)]
+        elif key % 4 == 3 and self.model.quota_used.get(w.KEY.tenant, 0) >= w.QUOTA_LIMIT:
+            def_key, business_key = w.KEY, w.OVER_QUOTA_KEY
+        else:
+            def_key, business_key = w.KEY, w.BUSINESS_KEYS[key % len(w.BUSINESS_KEYS)]
+        if form == "declared":
+            form = "raw_schema" if definition == "upload" else "json"
+        json_payload, raw_payload = PAYLOAD_FORMS[form](w.PAYLOADS[payload % len(w.PAYLOADS)])
+        request = m.StartSaga(def_key, business_key, json_payload=json_payload, raw_payload=raw_payload)
         eligibility = m.Eligibility(None if revoked < 0 else revoked)
         commit = self._set_fate(fate)
-        self.model, expected = m.start_saga(
-            self.model, m.StartAttempt(request, self.now, eligibility=eligibility, commit=commit)
+        attempt = m.StartAttempt(
+            request, self.now, eligibility=eligibility, joined_outer=joined, commit=commit
         )
-        actual = self.orch.start_saga(request, self.now, eligibility.holds_at)
+        self.model, expected = m.start_saga(self.model, attempt)
+        if joined:
+            actual = self._start_joined(request, eligibility)
+        else:
+            actual = self.orch.start_saga(request, self.now, eligibility.holds_at)
         self.fate = m.CommitFate.COMMITTED
-        refused = not isinstance(expected, m.Started | m.AlreadyExists)
-        self.expect("S-START-08" if refused else "S-START-01", expected, actual)
+        self.expect(_start_rule(expected, joined), expected, actual)
         self.context.reach(f"start:{type(expected).__name__}")
+        if joined and revoked == 1 and not isinstance(expected, m.EligibilityRevoked):
+            self.context.reach("joined-start-left-last-gate")
+        if isinstance(expected, m.Started) and raw_payload is not None and form == "raw_schema":
+            self.context.reach("non-json-start-admitted")
+
+    def _start_joined(self, request: m.StartSaga, eligibility: m.Eligibility) -> object:
+        """The harness is the host whose transaction the start joins: it owns the COMMIT (under
+        the injected fate) and the gate in front of it, which it leaves open (S-START-06)."""
+
+        def outer(tx: Any) -> Commit[m.StartOutcome] | Abort[m.StartOutcome]:
+            outcome = self.orch.start_saga_joined(tx, request, self.now, eligibility.holds_at)
+            return Commit(outcome) if isinstance(outcome, m.Started) else Abort(outcome)
+
+        return run_unit(self.orch_backend, "host", outer, self._fate)
 
     @rule(action=st.sampled_from(["activate"] * 8 + ["deprecate", "retire"]))
     @step
@@ -192,6 +325,7 @@ class SagaMachine(ConformanceMachine):
         if action != "activate" and len(self.model.instances) < 2:
             action = "activate"  # keep the definition startable until some sagas run
         self.context.inject(LIFECYCLE_RACE.name)
+        self.catalog_touched = True
         change = m.ChangeLifecycle(w.KEY, m.LifecycleAction(action))
         self.model, expected = m.change_lifecycle(self.model, change, self.now)
         self.expect(
@@ -209,6 +343,223 @@ class SagaMachine(ConformanceMachine):
         saga_id = ids[index % len(ids)]
         self.model, expected = m.release_instance(self.model, saga_id)
         self.expect("S-CAT-11", expected, self.orch.release_instance(saga_id))
+
+    # -- catalog publications and capability routes -------------------------------------
+
+    @rule(
+        op=st.sampled_from(
+            ["republish", "republish", "invalid", "activate_upload", "plant_invalid", "query"]
+        ),
+        index=indexes,
+    )
+    @step
+    def catalog(self, op: str, index: int) -> None:
+        """Publications the catalog answers idempotently or refuses (S-DEF-01, S-CAT-03), the
+        upload definition's activation (S-CAT-04, S-ROUTE-04) and queries in any lifecycle (S-CAT-10).
+
+        ``republish`` presents the order definition again, a conflicting one under its key, or the
+        upload definition (a candidate or later); ``plant_invalid`` writes an invalid route row on
+        the candidate and tries to activate it.
+        """
+        self.catalog_touched = True
+        if op in ("republish", "invalid"):
+            artifact = (
+                (w.ARTIFACT, w.CONFLICT, w.UPLOAD)[index % 3] if op == "republish" else w.INVALID[index % 5]
+            )
+            digest = m.definition_digest(artifact)
+            self.model, expected = m.publish_definition(self.model, m.PublishDefinition(artifact, digest))
+            rule_id = "S-DEF-01" if op == "invalid" else "S-CAT-03"
+            self.expect(rule_id, expected, self.orch.publish_definition(artifact, digest))
+            self.context.reach(f"publish:{type(expected).__name__}")
+        elif op == "activate_upload":
+            self._lifecycle(w.UPLOAD_KEY, m.LifecycleAction.ACTIVATE)
+        elif op == "plant_invalid":
+            if self._plant_invalid_route(index):
+                self._lifecycle(w.UPLOAD_KEY, m.LifecycleAction.ACTIVATE)
+        else:
+            key = (w.KEY, w.UPLOAD_KEY, w.SPARE_KEY)[index % 3]
+            self.expect("S-CAT-10", m.query_definition(self.model, key), self.orch.query_definition(key))
+
+    def _lifecycle(self, key: m.DefinitionKey, action: m.LifecycleAction) -> object:
+        self.catalog_touched = True
+        change = m.ChangeLifecycle(key, action)
+        self.model, expected = m.change_lifecycle(self.model, change, self.now)
+        rule_id = {m.ActivationBlocked: "S-ROUTE-04", m.RetirementBlocked: "S-CAT-07"}.get(
+            type(expected), "S-CAT-04"
+        )
+        self.expect(rule_id, expected, self.orch.change_lifecycle(change, self.now))
+        if isinstance(expected, m.ActivationBlocked):
+            self.context.reach("activation-blocked")
+        return expected
+
+    def _plant_invalid_route(self, index: int) -> bool:
+        """A route row written around ``register_capability`` (say, by an older release) on the
+        candidate: its activation must refuse while the row breaks the transport contract (S-ROUTE-04)."""
+        entry = self.model.catalog.entries.get(w.UPLOAD_KEY)
+        if entry is None or entry.lifecycle is not m.Lifecycle.CANDIDATE:
+            return False
+        key = m.CapabilityKey(w.UPLOAD_KEY, 0, "p0", w.REPLICAS[index % len(w.REPLICAS)])
+        existing = self.model.routes.routes.get(key)
+        generation = 1 if existing is None else existing.generation + 1
+        route = m.CapabilityRoute(w.descriptor(key, w.VALID_SHAPES), generation, self.now + w.ROUTE_LEASE_MS)
+        self.model = attrs.evolve(self.model, routes=m.RouteTable({**self.model.routes.routes, key: route}))
+        tx = self.orch_backend.begin()
+        tx.upsert_capability(route_to_row(route))
+        tx.commit()
+        return True
+
+    @rule(
+        definition=st.sampled_from(["order", "order", "order", "upload"]),
+        step_index=st.sampled_from([0, 0, 0, 1, 2]),
+        replica=st.sampled_from(w.REPLICAS),
+        shape=shapes,
+        stranger=foreign,
+        fate=fates,
+        pair=st.booleans(),
+    )
+    @step
+    def register_route(
+        self,
+        definition: str,
+        step_index: int,
+        replica: str,
+        shape: int,
+        stranger: bool,
+        fate: str,
+        pair: bool,
+    ) -> None:
+        """A replica (re-)registers its route (S-ROUTE-01..08, S-CAT-09); a lost answer is re-tried.
+
+        With ``pair`` the step's other replica registers next, at the next valid address: two
+        distinct targets of one step, which single-route selection must not collapse (S-ROUTE-12).
+        """
+        key = self._capability_key(definition, step_index, replica)
+        self._register(key, shape, self._principal(key, stranger), w.ROUTE_LEASE_MS, fate)
+        if pair:
+            other = attrs.evolve(key, replica=w.REPLICAS[1 - w.REPLICAS.index(replica)])
+            self._register(other, (shape + 1) % w.VALID_SHAPES, other.owner, w.ROUTE_LEASE_MS, "committed")
+
+    def _capability_key(self, definition: str, step_index: int, replica: str) -> m.CapabilityKey:
+        def_key, artifact = w.DEFINITIONS[definition]
+        owner = artifact.steps[step_index].owner if step_index < len(artifact.steps) else w.OWNERS[0]
+        return m.CapabilityKey(def_key, step_index, owner, replica)
+
+    def _principal(self, key: m.CapabilityKey, stranger: bool) -> str:
+        return w.OWNERS[1 - w.OWNERS.index(key.owner)] if stranger else key.owner
+
+    def _register(self, key: m.CapabilityKey, shape: int, principal: str, lease_ms: int, fate: str) -> None:
+        self.catalog_touched = True
+        # The claimed generation is carried and must be ignored (S-ROUTE-03).
+        request = m.RegisterCapability(w.descriptor(key, shape), principal, lease_ms, self.now, 7)
+        commit = self._set_fate(fate)
+        after, outcome = m.register_capability(self.model, request)
+        expected: object = outcome
+        if isinstance(outcome, m.CapabilityRegistered):
+            self.model, expected = m.settle(self.model, after, commit, outcome)
+        actual = self.orch.register_capability(request)
+        self.fate = m.CommitFate.COMMITTED
+        self.expect(_route_rule(expected), expected, actual)
+        self.context.reach(f"register:{type(expected).__name__}")
+        if isinstance(expected, m.RolledBack | m.OutcomeUnknown):
+            # The replica never learnt its generation: it reports the same content again, which must
+            # converge on what the catalog committed, the same generation if it applied (S-ROUTE-03).
+            self.model, expected = m.register_capability(self.model, request)
+            self.expect("S-ROUTE-03", expected, self.orch.register_capability(request))
+            if isinstance(expected, m.CapabilityRegistered) and not expected.fresh:
+                self.context.reach("route-retry-converged")
+        if isinstance(expected, m.CapabilityRegistered):
+            held = self.generations.setdefault(key, [])
+            if expected.generation not in held:
+                held.append(expected.generation)
+
+    @rule(index=indexes, stale=st.booleans(), stranger=foreign, fate=fates)
+    @step
+    def renew_route(self, index: int, stale: bool, stranger: bool, fate: str) -> None:
+        """A replica renews its lease with the generation it holds (S-ROUTE-02, S-ROUTE-09, S-CAT-09).
+
+        With ``stale`` it is a replica whose generation a re-registration superseded: fenced.
+        """
+        keys = sorted(self.generations, key=_key_order)
+        if not keys:
+            return
+        key = keys[index % len(keys)]
+        held = self.generations[key]
+        if stale and self._allows(STALE_GENERATION):
+            if len(held) < 2:
+                # The replica restarts at another address: a new generation for new content. Its old
+                # incarnation still holds the previous generation and keeps renewing.
+                route = self.model.routes.routes[key]
+                shape = (_shape_of(route.descriptor) + 1) % w.VALID_SHAPES
+                self._register(key, shape, key.owner, w.ROUTE_LEASE_MS, "committed")
+            if len(held) >= 2:
+                self.context.inject(STALE_GENERATION.name)
+                self._renew(key, held[-2], self._principal(key, stranger), fate)
+                return
+        self._renew(key, held[-1], self._principal(key, stranger), fate)
+
+    def _renew(self, key: m.CapabilityKey, generation: int, principal: str, fate: str) -> None:
+        self.catalog_touched = True
+        request = m.RenewCapability(key, generation, principal, w.ROUTE_LEASE_MS, self.now)
+        commit = self._set_fate(fate)
+        after, outcome = m.renew_capability(self.model, request)
+        expected: object = outcome
+        if isinstance(outcome, m.CapabilityRenewed):
+            self.model, expected = m.settle(self.model, after, commit, outcome)
+        actual = self.orch.renew_capability(request)
+        self.fate = m.CommitFate.COMMITTED
+        self.expect(_route_rule(expected), expected, actual)
+        self.context.reach(f"renew:{type(expected).__name__}")
+        if isinstance(expected, m.RolledBack | m.OutcomeUnknown):
+            # Renewing again is safe: the lease only grows and the generation is unchanged.
+            self.model, expected = m.renew_capability(self.model, request)
+            self.expect("S-ROUTE-09", expected, self.orch.renew_capability(request))
+
+    @rule(
+        definition=st.sampled_from(["order", "order", "upload", "spare"]),
+        step_index=st.integers(0, 1),
+        read=st.sampled_from(["routes", "route", "snapshot"]),
+    )
+    @step
+    def select_routes(self, definition: str, step_index: int, read: str) -> None:
+        """Route selection or the catalog snapshot read beside the model (S-ROUTE-09..12)."""
+        query = m.RouteQuery(w.DEFINITIONS[definition][0], step_index)
+        if read == "routes":
+            routes = m.select_capability_routes(self.model, query, self.now)
+            self.expect("S-ROUTE-11", routes, self.orch.select_capability_routes(query, self.now))
+            self.context.reach(f"select:{type(routes).__name__}")
+        elif read == "route":
+            single = m.select_capability_route(self.model, query, self.now)
+            self.expect("S-ROUTE-12", single, self.orch.select_capability_route(query, self.now))
+            self.context.reach(f"select-one:{type(single).__name__}")
+        else:
+            snapshot = m.catalog_snapshot(self.model, self.now)
+            self.expect("S-ROUTE-10", snapshot, self.orch.catalog_snapshot(self.now))
+
+    @rule()
+    @step
+    def retire_spare(self) -> None:
+        """Walk the spare definition to retirement with a route on it, then try to route on it:
+        a live lease blocks retirement until it runs out (S-CAT-07); a retired definition takes no
+        registration or renewal (S-CAT-09) and its artifact stays queryable (S-CAT-10)."""
+        key = m.CapabilityKey(w.SPARE_KEY, 0, w.SPARE.steps[0].owner, w.REPLICAS[0])
+        if w.SPARE_KEY in self.model.catalog.entries:
+            return  # walked once per example: the rest of the walk is the same every time
+        self.model, published = m.publish_definition(self.model, m.PublishDefinition(w.SPARE, w.SPARE_DIGEST))
+        self.expect("S-CAT-02", published, self.orch.publish_definition(w.SPARE, w.SPARE_DIGEST))
+        self._lifecycle(w.SPARE_KEY, m.LifecycleAction.ACTIVATE)
+        self._register(key, 0, key.owner, w.LEASE_MS, "committed")
+        self._lifecycle(w.SPARE_KEY, m.LifecycleAction.DEPRECATE)
+        self._lifecycle(w.SPARE_KEY, m.LifecycleAction.RETIRE)
+        self.now += w.LEASE_MS  # the replica stopped renewing; its lease runs out
+        self._lifecycle(w.SPARE_KEY, m.LifecycleAction.RETIRE)
+        self._register(key, 1, key.owner, w.ROUTE_LEASE_MS, "committed")
+        self._renew(key, self.generations.get(key, [1])[-1], key.owner, "committed")
+        self.expect(
+            "S-CAT-10", m.query_definition(self.model, w.SPARE_KEY), self.orch.query_definition(w.SPARE_KEY)
+        )
+        entry = self.model.catalog.entries[w.SPARE_KEY]
+        if entry.lifecycle is m.Lifecycle.RETIRED:
+            self.context.reach("retired-definition-touched")
 
     # -- transport -----------------------------------------------------------------------
 
@@ -518,6 +869,9 @@ class SagaMachine(ConformanceMachine):
                 "timers differ from the model",
                 {"expected": show(dict(self.model.timers.timers)), "actual": show(actual_timers)},
             )
+        if self.catalog_touched:
+            self._compare_catalog()
+            self.catalog_touched = False
         for owner, part in self.parts.items():
             state = self.model_parts[owner]
             facts = read_only(part.backend, lambda tx: (tx.list_effects(), tx.list_results()))
@@ -543,6 +897,37 @@ class SagaMachine(ConformanceMachine):
             if instance.status in m.TERMINAL_STATUSES:
                 self.context.reach(f"terminal:{instance.status.name}")
 
+    def _compare_catalog(self) -> None:
+        """Definition and capability rows read raw vs the model: refused publications and route
+        operations wrote nothing, committed ones exactly their rows (S-CAT-01, S-CAT-04, S-ROUTE-02)."""
+        definitions, capabilities = read_only(
+            self.orch_backend, lambda tx: (tx.list_definitions(), tx.list_capabilities())
+        )
+        entries = self.model.catalog.entries
+        expected_seals = {k: (e.digest, e.document) for k, e in entries.items()}
+        actual_seals = {r.key: (r.digest, r.document) for r in definitions}
+        if actual_seals != expected_seals:
+            raise Violation(
+                "S-CAT-01",
+                "published definitions differ from the model",
+                {"expected": show(sorted(expected_seals)), "actual": show(sorted(actual_seals))},
+            )
+        expected_lifecycles = {k: e.lifecycle for k, e in entries.items()}
+        actual_lifecycles = {r.key: r.lifecycle for r in definitions}
+        if actual_lifecycles != expected_lifecycles:
+            raise Violation(
+                "S-CAT-04",
+                "definition lifecycles differ from the model",
+                {"expected": show(expected_lifecycles), "actual": show(actual_lifecycles)},
+            )
+        actual_routes = {capability_key_of(r): route_from_row(r) for r in capabilities}
+        if actual_routes != dict(self.model.routes.routes):
+            raise Violation(
+                "S-ROUTE-02",
+                "capability routes differ from the model",
+                {"expected": show(dict(self.model.routes.routes)), "actual": show(actual_routes)},
+            )
+
     def at_quiescence(self) -> None:
         """Drive without faults until nothing is in flight; every saga must be terminal (S-STEP-07).
 
@@ -555,6 +940,14 @@ class SagaMachine(ConformanceMachine):
         for key, business_key in enumerate(w.BUSINESS_KEYS):
             if m.saga_id_for(w.KEY.tenant, w.KEY.workflow, business_key) not in self.model.receipts:
                 self._start(key, 0, -1, "committed")
+        if self.model.quota_used.get(w.KEY.tenant, 0) >= w.QUOTA_LIMIT:
+            self._start(3, 0, -1, "committed")  # the fourth key: beyond the quota (S-START-13)
+        upload = self.model.catalog.entries[w.UPLOAD_KEY]
+        if upload.lifecycle is m.Lifecycle.ACTIVE and not any(
+            i.definition == w.UPLOAD_KEY for i in self.model.instances.values()
+        ):
+            self._start(0, 0, -1, "committed", "upload")  # its schema-declared raw input (S-START-11)
+        self.catalog_touched = True
         self.after_step()
         for _ in range(40):
             self.leases.clear()

@@ -1,7 +1,12 @@
 """Registers the saga family (conformance/backends.py SAGA_BACKENDS) and its ``saga`` suite.
 
 Coverage: every rule ran, every saga fault kind was injected, every terminal status was
-reached at quiescence, a stale fencing token was refused and the gate absorbed an attempt.
+reached at quiescence, a stale fencing token was refused and the gate absorbed an attempt; on
+the catalog side a conflicting and an invalid publication were refused, a planted route blocked
+a candidate's activation, a lost route registration converged on re-report, a stale route
+generation was fenced, a route selection was ambiguous, a retired definition refused routes;
+and among starts one beyond the quota was refused, a schema-declared non-JSON one admitted and a
+joined one left the last eligibility gate to its host.
 """
 
 from __future__ import annotations
@@ -30,6 +35,16 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
         targets[f"terminal:{status.name}"] = f"no saga ended {status.value}"
     targets["fenced-write-refused"] = "no stale timer worker was refused"
     targets["absorbed-by-gate"] = "no attempt was absorbed by the participant gate"
+    targets["publish:DefinitionConflict"] = "no publication conflicted with a published digest"
+    targets["publish:InvalidDefinition"] = "no invalid definition was refused"
+    targets["activation-blocked"] = "no invalid route blocked a candidate's activation"
+    targets["route-retry-converged"] = "no lost route registration converged on its re-report"
+    targets["renew:StaleGeneration"] = "no stale route generation was fenced"
+    targets["select-one:AmbiguousRoute"] = "no single-route selection met several targets"
+    targets["retired-definition-touched"] = "no route was tried on a retired definition"
+    targets["start:QuotaExhausted"] = "no start beyond the tenant's quota was refused"
+    targets["non-json-start-admitted"] = "no schema-declared non-JSON start was admitted"
+    targets["joined-start-left-last-gate"] = "no joined start passed the gate its host owns"
     return targets
 
 

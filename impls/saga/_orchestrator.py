@@ -1,4 +1,4 @@
-"""The orchestrator: catalog, starts, results, timers, relay and management over a backend.
+"""The orchestrator: catalog, routes, starts, results, timers, relay and management over a backend.
 
 Every public method is one atomic unit (``_unit.run_unit``): it reads what it needs, decides
 with the model's step policy (``model.saga.react``) and derived identities, and writes its
@@ -17,10 +17,18 @@ import attrs
 from model.saga import (
     ACTION_TARGET,
     TERMINAL_STATUSES,
+    ActivationBlocked,
     AlreadyExists,
     AlreadyPublished,
+    AmbiguousRoute,
     AttemptTimedOut,
+    CapabilityKey,
+    CapabilityRefused,
+    CapabilityRegistered,
+    CapabilityRenewed,
+    CapabilityRoute,
     CatalogEntry,
+    CatalogSnapshot,
     ChangeLifecycle,
     ClaimOutcome,
     CommandEnvelope,
@@ -40,12 +48,14 @@ from model.saga import (
     InstanceReleased,
     InvalidDefinition,
     JournalEntry,
+    LeaseExpired,
     Lifecycle,
     LifecycleAction,
     LifecycleChanged,
     LifecycleOutcome,
     LifecycleUnchanged,
     MessageRefused,
+    NoRoute,
     NoSuchTimer,
     OutcomeUnknown,
     PayloadRejected,
@@ -57,13 +67,22 @@ from model.saga import (
     ReferenceRecorded,
     ReferenceReleased,
     RefusalReason,
+    RegisterCapability,
+    RegisterOutcome,
+    RenewCapability,
+    RenewOutcome,
     ResultApplied,
     ResultEnvelope,
     ResultOutcome,
     RetirementBlocked,
     RolledBack,
+    RouteInvalid,
+    RouteQuery,
+    RouteSet,
     SagaInstance,
+    SelectedRoute,
     StaleFencingToken,
+    StaleGeneration,
     StaleResult,
     StartConflict,
     Started,
@@ -77,16 +96,21 @@ from model.saga import (
     TimerObsolete,
     TimerReleased,
     TimerRenewed,
+    UnknownCapability,
     UnknownCommand,
     UnknownDefinition,
     UnknownReference,
     UnknownSaga,
+    UnknownStep,
     admit_payload,
+    admits_capability,
     admits_new_start,
     canonical_document,
     definition_digest,
     definition_problems,
+    descriptor_violation,
     is_loadable,
+    next_generation,
     next_lifecycle,
     react,
     result_message_id_for,
@@ -98,15 +122,26 @@ from model.saga._instance import begin
 
 from . import codec
 from ._backend import (
+    CapabilityRow,
     CommandOutboxRow,
     DefinitionRow,
     LeaseRow,
     ReceiptRow,
     SagaBackend,
+    SagaBackendError,
     SagaTransaction,
     TimerRow,
 )
 from ._convert import instance_from_row, instance_to_row, journal_from_row, journal_to_row
+from ._routes import (
+    invalid_route_keys,
+    route_from_row,
+    route_to_row,
+    select_route,
+    select_routes,
+    snapshot_of,
+    step_routes,
+)
 from ._unit import Abort, Commit, Conflict, FateHook, always_commit, read_only, run_unit
 
 #: The host's eligibility check, asked at each checkpoint of a start (S-START-04, S-START-06).
@@ -168,7 +203,10 @@ class Orchestrator:
     def change_lifecycle(
         self, request: ChangeLifecycle, now_ms: int
     ) -> LifecycleOutcome | RolledBack | OutcomeUnknown:
-        """One lifecycle move in the catalog's serial transaction (S-CAT-04, S-CAT-07, S-CAT-11)."""
+        """One lifecycle move in the catalog's serial transaction (S-CAT-04, S-CAT-07, S-CAT-11).
+
+        Activation also refuses while a registered route breaks the transport contract (S-ROUTE-04).
+        """
         key = request.key
 
         def body(tx: SagaTransaction) -> Commit[LifecycleOutcome] | Abort[LifecycleOutcome]:
@@ -184,6 +222,11 @@ class Orchestrator:
                 references = tx.definition_references(key, now_ms)
                 if references:
                     return Abort(RetirementBlocked(key, references))
+            if request.action is LifecycleAction.ACTIVATE:
+                # Candidate activation applies the registration's transport contract (S-ROUTE-04).
+                invalid = invalid_route_keys(tx.list_capabilities(), key)
+                if invalid:
+                    return Abort(ActivationBlocked(key, invalid))
             _need(tx.update_lifecycle(key, row.lifecycle, target))
             tx.bump_registry_revision()
             return Commit(LifecycleChanged(key, row.lifecycle, target))
@@ -233,6 +276,105 @@ class Orchestrator:
 
         return run_unit(self.backend, "catalog", body)
 
+    # -- capability routes ---------------------------------------------------------------
+
+    def register_capability(
+        self, request: RegisterCapability
+    ) -> RegisterOutcome | RolledBack | OutcomeUnknown:
+        """Register or re-report one replica's route (S-ROUTE-01..08, S-CAT-09).
+
+        The generation is allocated here, under the definition and capability row locks: the
+        same content re-reported keeps the committed generation, new content gets the next one;
+        neither the caller's claimed generation nor a clock decides it (S-ROUTE-02, S-ROUTE-03).
+        A lease is never shortened by a late or repeated report.
+        """
+        descriptor = request.descriptor
+        key = descriptor.key
+
+        def body(tx: SagaTransaction) -> Commit[RegisterOutcome] | Abort[RegisterOutcome]:
+            row = tx.load_definition(key.definition, lock=True)
+            if row is None:
+                return Abort(UnknownDefinition(key.definition))
+            if not admits_capability(row.lifecycle):
+                return Abort(DefinitionNotLoadable(key.definition, row.lifecycle))
+            steps = entry_of(row).artifact.steps
+            if not 0 <= key.step_index < len(steps):
+                return Abort(UnknownStep(key.definition, key.step_index))
+            if request.principal != key.owner or key.owner != steps[key.step_index].owner:
+                return Abort(CapabilityRefused(key, RefusalReason.OWNER_MISMATCH))
+            violation = descriptor_violation(descriptor)
+            if violation is not None:
+                return Abort(RouteInvalid(violation))
+            existing = _load_capability(tx, key)
+            same = existing is not None and existing.descriptor == descriptor
+            generation = next_generation(None if existing is None else existing.generation, same)
+            expires = request.now_ms + request.lease_ms
+            if existing is not None:
+                expires = max(expires, existing.lease_expires_ms)
+            tx.upsert_capability(route_to_row(CapabilityRoute(descriptor, generation, expires)))
+            tx.bump_registry_revision()
+            return Commit(CapabilityRegistered(key, generation, expires, fresh=not same))
+
+        return run_unit(self.backend, "route-register", body, self.fates)
+
+    def renew_capability(self, request: RenewCapability) -> RenewOutcome | RolledBack | OutcomeUnknown:
+        """Extend a live lease of the current generation (S-ROUTE-02, S-ROUTE-09, S-CAT-09).
+
+        A stale generation (superseded by a re-registration) is fenced with ``StaleGeneration``;
+        an expired lease cannot be renewed (``LeaseExpired``): the replica must register again.
+        """
+        key = request.key
+
+        def body(tx: SagaTransaction) -> Commit[RenewOutcome] | Abort[RenewOutcome]:
+            row = tx.load_definition(key.definition, lock=True)
+            route = _load_capability(tx, key)
+            if route is None:
+                return Abort(UnknownCapability(key))
+            if row is None:
+                return Abort(UnknownDefinition(key.definition))
+            if not admits_capability(row.lifecycle):
+                return Abort(DefinitionNotLoadable(key.definition, row.lifecycle))
+            if request.principal != key.owner:
+                return Abort(CapabilityRefused(key, RefusalReason.OWNER_MISMATCH))
+            if request.generation != route.generation:
+                return Abort(StaleGeneration(key, request.generation, route.generation))
+            if not route.live_at(request.now_ms):
+                return Abort(LeaseExpired(key, route.lease_expires_ms))
+            expires = max(route.lease_expires_ms, request.now_ms + request.lease_ms)
+            tx.upsert_capability(route_to_row(attrs.evolve(route, lease_expires_ms=expires)))
+            tx.bump_registry_revision()
+            return Commit(CapabilityRenewed(key, route.generation, expires))
+
+        return run_unit(self.backend, "route-renew", body, self.fates)
+
+    def select_capability_routes(self, query: RouteQuery, now_ms: int) -> RouteSet | NoRoute | AmbiguousRoute:
+        """Every live per-replica route of a step (S-ROUTE-11)."""
+        return select_routes(query, self._step_routes(query, now_ms))
+
+    def select_capability_route(
+        self, query: RouteQuery, now_ms: int
+    ) -> SelectedRoute | NoRoute | AmbiguousRoute:
+        """The single target of a step, never a collapse of several replicas (S-ROUTE-12)."""
+        return select_route(query, self._step_routes(query, now_ms))
+
+    def _step_routes(self, query: RouteQuery, now_ms: int) -> tuple[CapabilityRoute, ...]:
+        def read(tx: SagaTransaction) -> tuple[CapabilityRoute, ...]:
+            row = tx.load_definition(query.definition)
+            lifecycles = {} if row is None else {row.key: row.lifecycle}
+            return step_routes(tx.list_capabilities(), lifecycles, query, now_ms)
+
+        return read_only(self.backend, read)
+
+    def catalog_snapshot(self, now_ms: int) -> CatalogSnapshot:
+        """Loadable definitions and live routes read in one transaction: one revision (S-ROUTE-10)."""
+
+        def read(tx: SagaTransaction) -> CatalogSnapshot:
+            revision = tx.registry_revision()
+            entries = [entry_of(row) for row in tx.list_definitions()]
+            return snapshot_of(revision, entries, tx.list_capabilities(), now_ms)
+
+        return read_only(self.backend, read)
+
     # -- starts --------------------------------------------------------------------------
 
     def start_saga(
@@ -243,9 +385,37 @@ class Orchestrator:
         Checkpoint 0 before the definition snapshot is used, checkpoint 1 before COMMIT; a
         refusal rolls everything back (no instance, receipt, journal, quota, command or timer).
         """
-        key = request.definition
         if not eligible(0):
             return EligibilityRevoked(0)
+        return run_unit(self.backend, "start", self._start_body(request, now_ms, eligible, True), self.fates)
+
+    def start_saga_joined(
+        self,
+        tx: SagaTransaction,
+        request: StartSaga,
+        now_ms: int,
+        eligible: EligibilityCheck = always_eligible,
+    ) -> StartOutcome:
+        """A start joined to the caller's open transaction ``tx`` (S-START-06).
+
+        The runtime passes checkpoint 0 only (it has no resumptions); the final COMMIT and the
+        eligibility gate in front of it belong to the caller, who commits ``tx`` on ``Started``.
+        Refusals are decided before any write, so they leave ``tx`` untouched. A guarded write
+        that lost a race, or a database error, rolls ``tx`` back (the ordinary rollback path:
+        a partial start must never be committed) and answers ``RolledBack``.
+        """
+        if not eligible(0):
+            return EligibilityRevoked(0)
+        try:
+            return self._start_body(request, now_ms, eligible, False)(tx).outcome
+        except (Conflict, SagaBackendError):
+            tx.rollback()
+            return RolledBack()
+
+    def _start_body(
+        self, request: StartSaga, now_ms: int, eligible: EligibilityCheck, own_commit: bool
+    ) -> Callable[[SagaTransaction], Commit[StartOutcome] | Abort[StartOutcome]]:
+        key = request.definition
 
         def body(tx: SagaTransaction) -> Commit[StartOutcome] | Abort[StartOutcome]:
             row = tx.load_definition(key)
@@ -257,7 +427,8 @@ class Orchestrator:
             payload = admit_payload(request.json_payload, request.raw_payload, entry.artifact.first_input)
             if isinstance(payload, PayloadRejected):
                 return Abort(payload)
-            if not eligible(1):
+            # The pre-commit gate is ours only when the COMMIT is (S-START-04, S-START-06).
+            if own_commit and not eligible(1):
                 return Abort(EligibilityRevoked(1))
             digest = start_digest_for(key, entry.digest, request.business_key, payload)
             saga_id = saga_id_for(key.tenant, key.workflow, request.business_key)
@@ -281,7 +452,7 @@ class Orchestrator:
             _stage(tx, command, now_ms + entry.artifact.steps[0].timeout_ms)
             return Commit(Started(saga_id, digest, command.command_id))
 
-        return run_unit(self.backend, "start", body, self.fates)
+        return body
 
     # -- results -------------------------------------------------------------------------
 
@@ -484,6 +655,14 @@ class Orchestrator:
     def instance(self, saga_id: str) -> SagaInstance | None:
         row = read_only(self.backend, lambda tx: tx.load_instance(saga_id))
         return None if row is None else instance_from_row(row)
+
+
+def _load_capability(tx: SagaTransaction, key: CapabilityKey) -> CapabilityRoute | None:
+    d = key.definition
+    row: CapabilityRow | None = tx.load_capability(
+        d.tenant, d.workflow, d.version, key.step_index, key.owner, key.replica, lock=True
+    )
+    return None if row is None else route_from_row(row)
 
 
 def _stale(row: TimerRow, token: int) -> StaleFencingToken:

@@ -123,6 +123,7 @@ class SqlTransaction:
         return text.replace("?", self._d.placeholder) if self._d.placeholder != "?" else text
 
     def _exec(self, sql: str, params: tuple[Any, ...] = ()) -> int:
+        self._b.statements += 1
         try:
             self._cursor.execute(self._sql(sql), params)
         except Exception as exc:
@@ -161,6 +162,7 @@ class SqlTransaction:
         if not self._open:
             return
         self._open = False
+        self._b.statements += 1
         try:
             self._b.connection.commit() if self._b.driver_commits else self._cursor.execute("COMMIT")
         except Exception as exc:
@@ -171,6 +173,7 @@ class SqlTransaction:
         if not self._open:
             return
         self._open = False
+        self._b.statements += 1
         # A lost connection has rolled back already.
         with suppress(Exception):
             self._b.connection.rollback() if self._b.driver_commits else self._cursor.execute("ROLLBACK")
@@ -597,6 +600,9 @@ class SqlSagaBackend:
         #: None: the tables belong to this backend alone; else the ``ns`` value of its rows.
         self.namespace = namespace
         self.driver_commits = driver_commits
+        #: SQL statements sent by this backend's transactions, BEGIN/COMMIT/ROLLBACK included
+        #: (``SqlTransaction`` counts them; ``conformance bench`` reads the count per unit).
+        self.statements = 0
         self._capabilities = capabilities or SagaCapabilities(
             fenced_timers=True, row_locks=bool(dialect.for_update)
         )

@@ -144,6 +144,7 @@ def test_stale_timer_token_is_refused(rig: Rig) -> None:
 
 def test_rolled_back_start_leaves_nothing(open_backend: Callable[[str], SagaBackend]) -> None:
     """S-START-08, S-TX-01: a start that fails before COMMIT, or whose host revokes it, writes nothing."""
+
     def fates(unit: str) -> CommitFate:
         return CommitFate.ROLLED_BACK if unit == "start" else CommitFate.COMMITTED
 
