@@ -3,37 +3,50 @@ names the rule it broke, shrinks the program to a few steps, and its failure fil
 
 from __future__ import annotations
 
-import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
-from conformance import FailureFile, Verdict, replay, run_conformance
+from conformance import FailureFile, Report, Verdict, replay, run_conformance
 from examples.broken_stores import BROKEN_STORES
 
 SEED = 20_240_601  # any seed works; a fixed one keeps the test's timing and program stable
 
+RunBroken = Callable[[str], Report]
+
+
+@pytest.fixture(scope="module")
+def run_broken(tmp_path_factory: pytest.TempPathFactory) -> RunBroken:
+    """Runs the store suite on a broken store once per module; the tests read facets of that run."""
+    reports: dict[str, Report] = {}
+
+    def run(factory: str) -> Report:
+        if factory not in reports:
+            reports[factory] = run_conformance(
+                f"examples.broken_stores:{factory}",
+                backend=factory,
+                suites=("store",),
+                profile="ci",
+                seed=SEED,
+                failure_dir=tmp_path_factory.mktemp(factory),
+                database_dir=None,
+            )
+        return reports[factory]
+
+    return run
+
 
 @pytest.mark.parametrize(("factory", "rule_id"), sorted(BROKEN_STORES.items()))
-def test_broken_store_is_caught_and_replays(factory: str, rule_id: str, tmp_path: Path) -> None:
-    started = time.perf_counter()
-    report = run_conformance(
-        f"examples.broken_stores:{factory}",
-        backend=factory,
-        suites=("store",),
-        profile="ci",
-        seed=SEED,
-        failure_dir=tmp_path,
-        database_dir=None,
-    )
-    elapsed = time.perf_counter() - started
+def test_broken_store_is_caught_and_replays(factory: str, rule_id: str, run_broken: RunBroken) -> None:
+    report = run_broken(factory)
     (result,) = report.results
     assert result.verdict is Verdict.VIOLATION, report.details()
     assert result.failure is not None
     assert result.failure.rule_id == rule_id, report.details()
     assert 1 <= len(result.failure.program) <= 10, report.details()
     assert report.exit_code == 1
-    print(f"{factory}: {rule_id} in {elapsed:.1f}s, {len(result.failure.program)} steps")
+    print(f"{factory}: {rule_id} in {result.elapsed_s:.1f}s, {len(result.failure.program)} steps")
 
     path = result.failure.failure_file
     assert path is not None and path.exists()
@@ -71,15 +84,9 @@ def test_a_hand_written_program_replays_without_hypothesis(tmp_path: Path) -> No
     assert any("reserve(t1/alice/m1)" in line for line in result.trace)
 
 
-def test_the_fixed_store_does_not_reproduce(tmp_path: Path) -> None:
+def test_the_fixed_store_does_not_reproduce(run_broken: RunBroken) -> None:
     """Replaying against the correct store (--store override) reports 'did not reproduce', exit 0."""
-    report = run_conformance(
-        "examples.broken_stores:repeat_consumes_sequence",
-        suites=("store",),
-        seed=SEED,
-        failure_dir=tmp_path,
-        database_dir=None,
-    )
+    report = run_broken("repeat_consumes_sequence")
     path = report.results[0].failure.failure_file if report.results[0].failure else None
     assert path is not None
     result = replay(FailureFile.read(path), overrides={"store": "impls.memory:open_store"})
