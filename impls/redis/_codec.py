@@ -199,13 +199,20 @@ def unpack_publication(raw: bytes) -> OutboxPublication:
         return publication_from_fields(rest[size:], rest[:size])
 
 
-def stage_reached(raw: bytes) -> tuple[CommitStage, OutboxPublication | None]:
-    """A transition script's answer: the stage digit, then the durable publication if any."""
+def stage_reached(
+    raw: bytes, sent: OutboxPublication | None = None
+) -> tuple[CommitStage, OutboxPublication | None]:
+    """A transition script's answer: the stage digit, then the durable publication if any (when it
+    is the one ``sent``, that very object: the script refuses any other once one is durable)."""
     try:
         stage = CommitStage(int(raw[:1]))
     except ValueError:
         raise MessageStoreError(StoreErrorKind.CORRUPT, "stored commit cannot be decoded") from None
-    return stage, (unpack_publication(raw[1:]) if len(raw) > 1 else None)
+    if len(raw) == 1:
+        return stage, None
+    if sent is not None and raw[1:] == pack_publication(sent):
+        return stage, sent
+    return stage, unpack_publication(raw[1:])
 
 
 # --- record and delivery ---------------------------------------------------------------------

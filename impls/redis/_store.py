@@ -75,6 +75,18 @@ class CommitHashFootprint:
     fields: int
 
 
+@attrs.frozen
+class _IntentWire:
+    """What every transition of one intent sends, encoded once (see ``RedisMessageStore._wire``)."""
+
+    keys: list[bytes]  # commit, recovery index, history index, history data
+    identity: bytes
+    coordinates: bytes
+    conversation: bytes
+    encoding: _codec.IntentEncoding
+    member: bytes
+
+
 def _fail(kind: StoreErrorKind, detail: str, key: CommitKey | None = None) -> MessageStoreError:
     return MessageStoreError(kind, detail, key)
 
@@ -102,6 +114,7 @@ class RedisMessageStore:
         self._gateway = Gateway(client)
         self._keys = Keys(namespace)
         self._membership = membership
+        self._last_wire: tuple[CommitIntent, _IntentWire] | None = None
 
     @property
     def capabilities(self) -> StoreCapabilities:
@@ -134,17 +147,19 @@ class RedisMessageStore:
         identity = reserve_identity_digest(request)
         encoding = _codec.intent_encoding(candidate.record, delivery)
         token = secrets.token_bytes(8)
+        commit_name = self._keys.commit(key)
+        conversation = _codec.text(request.conversation)
         reply = await self._gateway.run(
             _scripts.RESERVE,
             [
-                self._keys.commit(key),
+                commit_name,
                 self._keys.message_seq(request.tenant),
                 self._keys.conversation_seq(request.tenant, request.conversation),
                 self._keys.recovery,
             ],
             [
                 identity,
-                _codec.text(request.conversation),
+                conversation,
                 encoding.record,
                 candidate.record.content.body,
                 encoding.delivery,
@@ -156,15 +171,15 @@ class RedisMessageStore:
             key,
         )
         if isinstance(reply, bytes):  # the new commit's coordinates
-            return ReserveCreated(
-                CommitIntent(
-                    key=key,
-                    identity=identity,
-                    coordinates=_codec.coordinates_from_field(reply),
-                    record=candidate.record,
-                    delivery=delivery,
-                )
+            intent = CommitIntent(
+                key=key,
+                identity=identity,
+                coordinates=_codec.coordinates_from_field(reply),
+                record=candidate.record,
+                delivery=delivery,
             )
+            self._remember(intent, commit_name, conversation, encoding)
+            return ReserveCreated(intent)
         status, rest = _status(reply, key)
         if status != b"exists":
             raise _refusal(status, rest, key)
@@ -194,37 +209,64 @@ class RedisMessageStore:
         key = intent.key
         if not addressable(key):  # never reserved, so absent
             raise _fail(StoreErrorKind.NOT_FOUND, "no commit under this key", key)
-        coordinates = intent.coordinates
-        encoding = _codec.intent_encoding(intent.record, intent.delivery)
-        keys = [
-            self._keys.commit(key),
-            self._keys.recovery,
-            self._keys.history_index(key.tenant, intent.conversation),
-            self._keys.history_data(key.tenant, intent.conversation),
-        ]
+        wire = self._wire(intent)
         if operation == b"put_record":
             particular = _codec.history_meta_to_field(intent)
         elif operation == b"mark_outbox_published":
             particular = b""
         else:
-            particular = b"%d" % (coordinates.accepted_at_ms + intent.delivery.retention_ms)
+            particular = b"%d" % (intent.coordinates.accepted_at_ms + intent.delivery.retention_ms)
+        keys = wire.keys
         args: list[bytes | str] = [
             operation,
-            intent.identity,
-            _codec.coordinates_to_field(coordinates),
-            _codec.text(intent.conversation),
-            encoding.fingerprint,
+            wire.identity,
+            wire.coordinates,
+            wire.conversation,
+            wire.encoding.fingerprint,
             b"" if publication is None else _codec.pack_publication(publication),
-            member(key),
+            wire.member,
             particular,
         ]
         reply = await self._gateway.run(_scripts.TRANSITION, keys, args, key)
         if not isinstance(reply, bytes) and _status(reply, key)[0] == b"need-intent":
-            args += [encoding.record, intent.record.content.body, encoding.delivery]
+            args += [wire.encoding.record, intent.record.content.body, wire.encoding.delivery]
             reply = await self._gateway.run(_scripts.TRANSITION, keys, args, key)
         if isinstance(reply, bytes):
-            return _codec.stage_reached(reply)
+            return _codec.stage_reached(reply, publication)
         raise _refusal(*_status(reply, key), key)
+
+    def _wire(self, intent: CommitIntent) -> _IntentWire:
+        """The committer hands one frozen intent object to every step of a commit, so the last
+        one's encoding is kept and reused when the very same object comes back."""
+        last = self._last_wire
+        if last is not None and last[0] is intent:
+            return last[1]
+        return self._remember(
+            intent,
+            self._keys.commit(intent.key),
+            _codec.text(intent.conversation),
+            _codec.intent_encoding(intent.record, intent.delivery),
+        )
+
+    def _remember(
+        self, intent: CommitIntent, commit_name: bytes, conversation: bytes, encoding: _codec.IntentEncoding
+    ) -> _IntentWire:
+        key = intent.key
+        wire = _IntentWire(
+            keys=[
+                commit_name,
+                self._keys.recovery,
+                self._keys.history_index(key.tenant, intent.conversation),
+                self._keys.history_data(key.tenant, intent.conversation),
+            ],
+            identity=intent.identity,
+            coordinates=_codec.coordinates_to_field(intent.coordinates),
+            conversation=conversation,
+            encoding=encoding,
+            member=member(key),
+        )
+        self._last_wire = (intent, wire)
+        return wire
 
     def _committed(
         self, intent: CommitIntent, reached: tuple[CommitStage, OutboxPublication | None]
