@@ -20,6 +20,13 @@ class TestBrokenStore(StoreConformance):
 """
 
 
+@pytest.fixture(autouse=True)
+def backend_authors_ini(pytester: pytest.Pytester) -> None:
+    """The inner run gets the configuration a backend author's project would have (pytest-asyncio
+    asks for its fixture loop scope to be set)."""
+    pytester.makeini("[pytest]\nasyncio_default_fixture_loop_scope = function\n")
+
+
 def test_the_plugin_adds_its_options(pytester: pytest.Pytester) -> None:
     result = pytester.runpytest_inprocess("--help")
     result.stdout.fnmatch_lines(["*--ratchet-profile*", "*--ratchet-examples*", "*--ratchet-seed*"])
