@@ -7,6 +7,8 @@ text that does not decode is ``SagaBackendError(CORRUPT)``, never a crash.
 
 from __future__ import annotations
 
+import functools
+
 from model.saga import (
     Canon,
     CommandEnvelope,
@@ -140,8 +142,13 @@ def steps_from_text(text: str) -> tuple[StepStatus, ...]:
         raise _corrupt("step list") from exc
 
 
+@functools.lru_cache(maxsize=256)
 def artifact_from_document(document: bytes) -> DefinitionArtifact:
-    """Rebuild the artifact from its canonical document (S-CAT-01): the document is the row."""
+    """Rebuild the artifact from its canonical document (S-CAT-01): the document is the row.
+
+    Every start and result reads its definition row; the document is immutable under its digest
+    and the artifact frozen, so each distinct document is decoded once (a corrupt one, which
+    raises, is never kept)."""
     try:
         value = decode(document)
         assert isinstance(value, tuple) and len(value) == 6
