@@ -19,6 +19,9 @@ class Dialect(Protocol):
     for_update: str
     #: the statement opening a write transaction ("BEGIN IMMEDIATE", "BEGIN", "START TRANSACTION")
     begin: str
+    #: whether ``UPDATE ... RETURNING`` exists (PostgreSQL, SQLite >= 3.35; not MariaDB/MySQL): an
+    #: increment read back is then one statement, one round trip, instead of two
+    update_returning: bool
 
     def insert_ignore(self, table: str, columns: tuple[str, ...]) -> str:
         """An INSERT that writes nothing (rowcount 0) when a unique key is taken."""

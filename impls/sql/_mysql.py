@@ -69,6 +69,7 @@ class MysqlDialect:
     int_type = "BIGINT"
     for_update = " FOR UPDATE"
     begin = "START TRANSACTION"
+    update_returning = False
 
     def insert_ignore(self, table: str, columns: tuple[str, ...]) -> str:
         marks = ", ".join("%s" for _ in columns)

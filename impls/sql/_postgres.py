@@ -65,6 +65,7 @@ class PostgresDialect:
     int_type = "BIGINT"
     for_update = " FOR UPDATE"
     begin = "BEGIN ISOLATION LEVEL SERIALIZABLE"
+    update_returning = True
 
     def insert_ignore(self, table: str, columns: tuple[str, ...]) -> str:
         marks = ", ".join("%s" for _ in columns)

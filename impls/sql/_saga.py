@@ -152,8 +152,12 @@ class SqlTransaction:
 
     def _bump(self, name: str) -> int:
         counters, key = self._t("counters"), (name, *self._ns)
-        self._exec(f"UPDATE {counters} SET value = value + 1 WHERE name = ?{self._and_ns}", key)
-        row = self._one(f"SELECT value FROM {counters} WHERE name = ?{self._and_ns}", key)
+        bump = f"UPDATE {counters} SET value = value + 1 WHERE name = ?{self._and_ns}"
+        if self._d.update_returning:
+            row = self._one(f"{bump} RETURNING value", key)
+        else:
+            self._exec(bump, key)
+            row = self._one(f"SELECT value FROM {counters} WHERE name = ?{self._and_ns}", key)
         if row is None:
             raise SagaBackendError(SagaBackendErrorKind.CORRUPT, "missing counter")
         return int(row[0])
@@ -358,11 +362,14 @@ class SqlTransaction:
 
     def add_quota(self, tenant: str, amount: int) -> int:
         self._insert("quota", ("tenant", "used"), (tenant, 0))
-        self._exec(
-            f"UPDATE {self._t('quota')} SET used = used + ? WHERE tenant = ?{self._and_ns}",
-            (amount, tenant, *self._ns),
-        )
-        return self.quota_used(tenant)
+        add = f"UPDATE {self._t('quota')} SET used = used + ? WHERE tenant = ?{self._and_ns}"
+        if not self._d.update_returning:
+            self._exec(add, (amount, tenant, *self._ns))
+            return self.quota_used(tenant)
+        row = self._one(f"{add} RETURNING used", (amount, tenant, *self._ns))
+        if row is None:
+            raise SagaBackendError(SagaBackendErrorKind.CORRUPT, "missing quota row")
+        return int(row[0])
 
     def append_journal(self, row: JournalRow) -> bool:
         return self._insert("journal", c.JOURNAL_COLUMNS, c.journal_to_row(row))

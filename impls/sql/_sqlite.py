@@ -22,6 +22,7 @@ class SqliteDialect:
     int_type = "INTEGER"
     for_update = ""
     begin = "BEGIN IMMEDIATE"
+    update_returning = sqlite3.sqlite_version_info >= (3, 35, 0)
 
     def insert_ignore(self, table: str, columns: tuple[str, ...]) -> str:
         marks = ", ".join("?" for _ in columns)
