@@ -33,6 +33,10 @@ _COMMAND_TAG = "ratchet.saga.command/1"
 _RESULT_TAG = "ratchet.saga.result/1"
 
 
+class _Malformed(ValueError):
+    """A decoded value of the wrong shape; explicit checks, not ``assert``, so ``python -O`` keeps them."""
+
+
 def _corrupt(what: str) -> SagaBackendError:
     return SagaBackendError(SagaBackendErrorKind.CORRUPT, f"undecodable {what}")
 
@@ -67,22 +71,32 @@ def command_to_blob(command: CommandEnvelope) -> bytes:
 def command_from_blob(blob: bytes) -> CommandEnvelope:
     try:
         value = decode(blob)
-        assert isinstance(value, tuple) and value[0] == _COMMAND_TAG
+        if not (isinstance(value, tuple) and value[0] == _COMMAND_TAG):
+            raise _Malformed
         (_, cid, eid, target, sid, key, digest, index, name, owner, phase, attempt, payload) = value
-        assert isinstance(key, tuple)
+        if not (isinstance(key, tuple)):
+            raise _Malformed
         tenant, workflow, version = key
         decoded_payload = None
         if payload is not None:
-            assert isinstance(payload, tuple)
+            if not (isinstance(payload, tuple)):
+                raise _Malformed
             data, media, schema = payload
-            assert isinstance(data, bytes) and isinstance(media, str)
-            assert schema is None or isinstance(schema, str)
+            if not (isinstance(data, bytes) and isinstance(media, str)):
+                raise _Malformed
+            if not (schema is None or isinstance(schema, str)):
+                raise _Malformed
             decoded_payload = SagaPayload(data, PayloadContract(media, schema))
-        assert isinstance(cid, str) and isinstance(eid, str) and isinstance(sid, str)
-        assert target is None or isinstance(target, str)
-        assert isinstance(tenant, str) and isinstance(workflow, str) and isinstance(version, int)
-        assert isinstance(digest, str) and isinstance(index, int) and isinstance(name, str)
-        assert isinstance(owner, str) and isinstance(phase, str) and isinstance(attempt, int)
+        if not (isinstance(cid, str) and isinstance(eid, str) and isinstance(sid, str)):
+            raise _Malformed
+        if not (target is None or isinstance(target, str)):
+            raise _Malformed
+        if not (isinstance(tenant, str) and isinstance(workflow, str) and isinstance(version, int)):
+            raise _Malformed
+        if not (isinstance(digest, str) and isinstance(index, int) and isinstance(name, str)):
+            raise _Malformed
+        if not (isinstance(owner, str) and isinstance(phase, str) and isinstance(attempt, int)):
+            raise _Malformed
         return CommandEnvelope(
             command_id=cid,
             effect_id=eid,
@@ -97,7 +111,7 @@ def command_from_blob(blob: bytes) -> CommandEnvelope:
             attempt=attempt,
             payload=decoded_payload,
         )
-    except (DecodeError, AssertionError, ValueError, TypeError) as exc:
+    except (DecodeError, ValueError, TypeError) as exc:
         raise _corrupt("command envelope") from exc
 
 
@@ -121,13 +135,17 @@ def result_to_blob(result: ResultEnvelope) -> bytes:
 def result_from_blob(blob: bytes) -> ResultEnvelope:
     try:
         value = decode(blob)
-        assert isinstance(value, tuple) and value[0] == _RESULT_TAG
+        if not (isinstance(value, tuple) and value[0] == _RESULT_TAG):
+            raise _Malformed
         (_, mid, cid, eid, sid, digest, index, phase, owner, kind) = value
-        assert isinstance(mid, str) and isinstance(cid, str) and isinstance(eid, str)
-        assert isinstance(sid, str) and isinstance(digest, str) and isinstance(index, int)
-        assert isinstance(phase, str) and isinstance(owner, str) and isinstance(kind, str)
+        if not (isinstance(mid, str) and isinstance(cid, str) and isinstance(eid, str)):
+            raise _Malformed
+        if not (isinstance(sid, str) and isinstance(digest, str) and isinstance(index, int)):
+            raise _Malformed
+        if not (isinstance(phase, str) and isinstance(owner, str) and isinstance(kind, str)):
+            raise _Malformed
         return ResultEnvelope(mid, cid, eid, sid, digest, index, Phase(phase), owner, ResultKind(kind))
-    except (DecodeError, AssertionError, ValueError, TypeError) as exc:
+    except (DecodeError, ValueError, TypeError) as exc:
         raise _corrupt("result envelope") from exc
 
 
@@ -151,21 +169,31 @@ def artifact_from_document(document: bytes) -> DefinitionArtifact:
     raises, is never kept)."""
     try:
         value = decode(document)
-        assert isinstance(value, tuple) and len(value) == 6
+        if not (isinstance(value, tuple) and len(value) == 6):
+            raise _Malformed
         _, tenant, workflow, version, contract, steps = value
-        assert isinstance(contract, tuple) and len(contract) == 2
+        if not (isinstance(contract, tuple) and len(contract) == 2):
+            raise _Malformed
         media, schema = contract
-        assert isinstance(tenant, str) and isinstance(workflow, str) and isinstance(version, int)
-        assert isinstance(media, str) and (schema is None or isinstance(schema, str))
-        assert isinstance(steps, tuple)
+        if not (isinstance(tenant, str) and isinstance(workflow, str) and isinstance(version, int)):
+            raise _Malformed
+        if not (isinstance(media, str) and (schema is None or isinstance(schema, str))):
+            raise _Malformed
+        if not (isinstance(steps, tuple)):
+            raise _Malformed
         built: list[StepDefinition] = []
         for step in steps:
-            assert isinstance(step, tuple) and len(step) == 8
+            if not (isinstance(step, tuple) and len(step) == 8):
+                raise _Malformed
             name, owner, action, compensation, policy, timeout, attempts, budget = step
-            assert isinstance(name, str) and isinstance(owner, str) and isinstance(action, str)
-            assert compensation is None or isinstance(compensation, str)
-            assert isinstance(policy, str) and isinstance(timeout, int)
-            assert isinstance(attempts, int) and isinstance(budget, int)
+            if not (isinstance(name, str) and isinstance(owner, str) and isinstance(action, str)):
+                raise _Malformed
+            if not (compensation is None or isinstance(compensation, str)):
+                raise _Malformed
+            if not (isinstance(policy, str) and isinstance(timeout, int)):
+                raise _Malformed
+            if not (isinstance(attempts, int) and isinstance(budget, int)):
+                raise _Malformed
             built.append(
                 StepDefinition(
                     name, owner, action, compensation, UncertainPolicy(policy), timeout, attempts, budget
@@ -174,5 +202,5 @@ def artifact_from_document(document: bytes) -> DefinitionArtifact:
         return DefinitionArtifact(
             DefinitionKey(tenant, workflow, version), tuple(built), PayloadContract(media, schema)
         )
-    except (DecodeError, AssertionError, ValueError, TypeError) as exc:
+    except (DecodeError, ValueError, TypeError) as exc:
         raise _corrupt("definition document") from exc
