@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import asyncio
 import time
-import traceback
 from collections.abc import Callable
 from functools import partial
 from typing import TypeVar
@@ -28,6 +27,7 @@ from conformance.bench._commit_cost import FRESH, CommitCost, commit_loop, measu
 from conformance.bench._environment import Machine, load_average, machine
 from conformance.bench._figures import MISS, NOT_MEASURED, PASS, Spread, Tally, TargetCheck, at_least
 from conformance.bench._floor import Floor, FloorProbe, open_floor, timed_loop
+from conformance.bench._guard import guarded as guard
 from conformance.bench._redis_footprint import (
     TARGET_COMMITTED_BYTES,
     TARGET_ENCODING,
@@ -275,15 +275,7 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchR
     footprints: list[Footprint] = []
 
     def guarded(section: str, spec: BackendSpec, body: Callable[[], T]) -> T | None:
-        try:
-            return body()
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:
-            last = traceback.format_exception(exc)[-1].strip()
-            errors[f"{section} {spec.name}"] = last
-            say(f"{section} {spec.name}: ERROR {last}")
-            return None
+        return guard(errors, say, section, spec.name, body)
 
     for spec in specs:
         reason = _unavailable(spec)

@@ -9,7 +9,6 @@ Issue 9 states no saga targets, so nothing here is checked against one.
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Callable
 from functools import partial
 from typing import TYPE_CHECKING, TypeVar
@@ -19,6 +18,7 @@ import attrs
 from conformance.backends import SAGA_BACKENDS, SagaBackendSpec
 from conformance.bench import _saga_throughput
 from conformance.bench._figures import Spread, Tally
+from conformance.bench._guard import guarded as guard
 from conformance.bench._saga_cost import (
     COMMAND,
     RATED_UNITS,
@@ -194,15 +194,7 @@ def run_saga(options: BenchOptions, specs: list[SagaBackendSpec], progress: Prog
     floors: list[SagaFloor] = []
 
     def guarded(section: str, spec: SagaBackendSpec, body: Callable[[], T]) -> T | None:
-        try:
-            return body()
-        except KeyboardInterrupt:
-            raise
-        except Exception as exc:
-            last = traceback.format_exception(exc)[-1].strip()
-            errors[f"{section} {spec.name}"] = last
-            say(f"{section} {spec.name}: ERROR {last}")
-            return None
+        return guard(errors, say, section, spec.name, body)
 
     def measure_throughput(spec: SagaBackendSpec) -> SagaThroughput:
         _saga_throughput.warm_up(spec, options.seed)

@@ -20,11 +20,11 @@ from typing import cast
 
 import attrs
 
-from conformance._runner import RunOptions, run_suite
-from conformance._suites import BackendUnderTest, suite_named
+from conformance._suites import BackendUnderTest
 from conformance.backends import SagaBackendSpec, load_object
 from conformance.bench._figures import Spread
 from conformance.bench._saga_seam import SagaMeters
+from conformance.bench._throughput import bench_run, run_share
 from impls.saga import SagaBackendFactory
 
 SAGA_SUITE = "saga"
@@ -73,19 +73,9 @@ def run_once(
     spec: SagaBackendSpec, *, examples: int | None, steps: int | None, seed: int
 ) -> SagaThroughputRun:
     meters = SagaMeters()
-    options = RunOptions(
-        profile="ci",
-        examples=examples,
-        steps=steps,
-        seed=seed,
-        failure_dir=None,
-        database_dir=None,
-        coverage_gate=False,
+    result, detail = bench_run(
+        SAGA_SUITE, metered_saga_backend(spec, meters), examples=examples, steps=steps, seed=seed
     )
-    result = run_suite(suite_named(SAGA_SUITE), metered_saga_backend(spec, meters), options)
-    detail = result.error
-    if result.failure is not None:
-        detail = f"{result.failure.rule_id}: {result.failure.message}"
     return SagaThroughputRun(
         steps=result.stats.steps,
         examples=result.stats.examples,
@@ -120,7 +110,7 @@ def measure(
         )
 
     def share(seconds: Callable[[SagaThroughputRun], float]) -> Spread:
-        return Spread.of([seconds(r) / r.elapsed_s if r.elapsed_s > 0 else 0.0 for r in done])
+        return Spread.of([run_share(seconds(r), r.elapsed_s) for r in done])
 
     backend_share = share(lambda r: r.port_seconds)
     return SagaThroughput(

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 import attrs
 
+from conformance._report import SuiteResult
 from conformance._runner import RunOptions, run_suite
 from conformance._suites import BackendUnderTest, suite_named
 from conformance.backends import BackendSpec, outbox_factory, store_factory
@@ -58,10 +59,11 @@ def metered_backend(spec: BackendSpec, meters: Meters) -> BackendUnderTest:
     return BackendUnderTest(spec.name, "commit", {"store": store, "outbox": outbox}, spec.service)
 
 
-def run_once(
-    spec: BackendSpec, suite: str, *, examples: int | None, steps: int | None, seed: int
-) -> ThroughputRun:
-    meters = Meters()
+def bench_run(
+    suite: str, backend: BackendUnderTest, *, examples: int | None, steps: int | None, seed: int
+) -> tuple[SuiteResult, str | None]:
+    """One conformance run as the bench makes it (``ci`` sizes, no coverage gate, nothing written),
+    and what broke or failed when its verdict is not "pass". The saga side runs through it too."""
     options = RunOptions(
         profile="ci",
         examples=examples,
@@ -71,10 +73,25 @@ def run_once(
         database_dir=None,
         coverage_gate=False,
     )
-    result = run_suite(suite_named(suite), metered_backend(spec, meters), options)
+    result = run_suite(suite_named(suite), backend, options)
     detail = result.error
     if result.failure is not None:
         detail = f"{result.failure.rule_id}: {result.failure.message}"
+    return result, detail
+
+
+def run_share(seconds: float, elapsed_s: float) -> float:
+    """A part of a run's wall time, 0..1 (0 for a run that took no time)."""
+    return seconds / elapsed_s if elapsed_s > 0 else 0.0
+
+
+def run_once(
+    spec: BackendSpec, suite: str, *, examples: int | None, steps: int | None, seed: int
+) -> ThroughputRun:
+    meters = Meters()
+    result, detail = bench_run(
+        suite, metered_backend(spec, meters), examples=examples, steps=steps, seed=seed
+    )
     return ThroughputRun(
         steps=result.stats.steps,
         examples=result.stats.examples,
@@ -109,7 +126,7 @@ def measure(
         )
 
     def share(seconds: Callable[[ThroughputRun], float]) -> Spread:
-        return Spread.of([seconds(r) / r.elapsed_s if r.elapsed_s > 0 else 0.0 for r in done])
+        return Spread.of([run_share(seconds(r), r.elapsed_s) for r in done])
 
     backend_share = share(lambda r: r.store_seconds + r.outbox_seconds)
     return Throughput(

@@ -447,19 +447,40 @@ class SagaMachine(ConformanceMachine):
     def _principal(self, key: m.CapabilityKey, stranger: bool) -> str:
         return w.OWNERS[1 - w.OWNERS.index(key.owner)] if stranger else key.owner
 
-    def _register(self, key: m.CapabilityKey, shape: int, principal: str, lease_ms: int, fate: str) -> None:
+    def _route_write(
+        self,
+        label: str,
+        model_op: Callable[[Any, Any], tuple[Any, Any]],
+        runtime_op: Callable[[Any], object],
+        request: object,
+        applied: type,
+        fate: str,
+    ) -> object:
+        """One registry write beside the model under ``fate``: the model's outcome settled as the
+        database settles it, compared with the runtime's (S-ROUTE-02, S-ROUTE-03, S-ROUTE-09)."""
         self.catalog_touched = True
-        # The claimed generation is carried and must be ignored (S-ROUTE-03).
-        request = m.RegisterCapability(w.descriptor(key, shape), principal, lease_ms, self.now, 7)
         commit = self._set_fate(fate)
-        after, outcome = m.register_capability(self.model, request)
+        after, outcome = model_op(self.model, request)
         expected: object = outcome
-        if isinstance(outcome, m.CapabilityRegistered):
+        if isinstance(outcome, applied):
             self.model, expected = m.settle(self.model, after, commit, outcome)
-        actual = self.orch.register_capability(request)
+        actual = runtime_op(request)
         self.fate = m.CommitFate.COMMITTED
         self.expect(_route_rule(expected), expected, actual)
-        self.context.reach(f"register:{type(expected).__name__}")
+        self.context.reach(f"{label}:{type(expected).__name__}")
+        return expected
+
+    def _register(self, key: m.CapabilityKey, shape: int, principal: str, lease_ms: int, fate: str) -> None:
+        # The claimed generation is carried and must be ignored (S-ROUTE-03).
+        request = m.RegisterCapability(w.descriptor(key, shape), principal, lease_ms, self.now, 7)
+        expected = self._route_write(
+            "register",
+            m.register_capability,
+            self.orch.register_capability,
+            request,
+            m.CapabilityRegistered,
+            fate,
+        )
         if isinstance(expected, m.RolledBack | m.OutcomeUnknown):
             # The replica never learnt its generation: it reports the same content again, which must
             # converge on what the catalog committed, the same generation if it applied (S-ROUTE-03).
@@ -498,17 +519,10 @@ class SagaMachine(ConformanceMachine):
         self._renew(key, held[-1], self._principal(key, stranger), fate)
 
     def _renew(self, key: m.CapabilityKey, generation: int, principal: str, fate: str) -> None:
-        self.catalog_touched = True
         request = m.RenewCapability(key, generation, principal, w.ROUTE_LEASE_MS, self.now)
-        commit = self._set_fate(fate)
-        after, outcome = m.renew_capability(self.model, request)
-        expected: object = outcome
-        if isinstance(outcome, m.CapabilityRenewed):
-            self.model, expected = m.settle(self.model, after, commit, outcome)
-        actual = self.orch.renew_capability(request)
-        self.fate = m.CommitFate.COMMITTED
-        self.expect(_route_rule(expected), expected, actual)
-        self.context.reach(f"renew:{type(expected).__name__}")
+        expected = self._route_write(
+            "renew", m.renew_capability, self.orch.renew_capability, request, m.CapabilityRenewed, fate
+        )
         if isinstance(expected, m.RolledBack | m.OutcomeUnknown):
             # Renewing again is safe: the lease only grows and the generation is unchanged.
             self.model, expected = m.renew_capability(self.model, request)
