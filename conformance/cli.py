@@ -252,8 +252,9 @@ def _faults(args: argparse.Namespace) -> int:
         print(f"  {point.name:<14} [{point.suite_family}] {point.description}")
     print()
     print("Fault kinds (summary-table columns; `--faults` names):")
+    width = max(len(name) for name in FAULT_KINDS)
     for kind in FAULT_KINDS.values():
-        print(f"  {kind.name:<16} {kind.description}")
+        print(f"  {kind.name:<{width}}  {kind.description}")
     print()
     print("Suites:")
     for suite in load_suites().values():
