@@ -32,13 +32,16 @@ COMMITTED with that same entry the run reaches ``outbox-entry-reused-after:<why>
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
+from typing import TypeVar
+
 from conformance._faults import FaultKind
 from conformance._violations import HarnessEnvironmentError
 from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_DOWN, OUTBOX_FAILED
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import Gate, HaltExample, StoreOracle
 from conformance.commit._vocabulary import key_name
-from impls.api import ListableOutbox, Outbox, OutboxEntry
+from impls.api import ListableOutbox, Outbox
 from model.commit import (
     CommitIntent,
     CommitKey,
@@ -49,6 +52,7 @@ from model.commit import (
 )
 
 _PROBE_ATTEMPTS = 5
+T = TypeVar("T")
 
 
 class OutboxOracle:
@@ -141,16 +145,17 @@ class OutboxOracle:
                 if why is not None:
                     self.store.context.reach(f"outbox-entry-reused-after:{why}")
 
+    async def _at_quiescence(self, op: str, key: CommitKey | None, call: Callable[[], Awaitable[T]]) -> T:
+        """A real outbox call with no fault armed: a few tries, then the environment is to blame."""
+        for _ in range(_PROBE_ATTEMPTS):
+            result = await self.store.call_real(op, key, call)
+            if not isinstance(result, MessageStoreError):
+                return result
+        raise HarnessEnvironmentError(f"{op} stayed unavailable at quiescence: {result}")
+
     async def probe(self, key: CommitKey, intent: CommitIntent, committed: OutboxPublication) -> None:
         """At quiescence: publishing a committed key again answers with its committed publication."""
-        last: MessageStoreError | None = None
-        for _ in range(_PROBE_ATTEMPTS):
-            result = await self.store.call_real("outbox.publish", key, lambda: self.real.publish(intent))
-            if not isinstance(result, MessageStoreError):
-                break
-            last = result
-        else:
-            raise HarnessEnvironmentError(f"the outbox stayed unavailable at quiescence: {last}")
+        result = await self._at_quiescence("outbox.publish", key, lambda: self.real.publish(intent))
         self.store.note(f"outbox.publish({key_name(key)}) again -> {show(result)}")
         if result != committed:
             raise self.fail(
@@ -165,13 +170,7 @@ class OutboxOracle:
         real = self.real
         if not isinstance(real, ListableOutbox):
             return
-        listing: list[OutboxEntry] | MessageStoreError = []
-        for _ in range(_PROBE_ATTEMPTS):
-            listing = await self.store.call_real("outbox.entries", None, real.entries)
-            if not isinstance(listing, MessageStoreError):
-                break
-        if isinstance(listing, MessageStoreError):
-            raise HarnessEnvironmentError(f"the outbox could not be listed at quiescence: {listing}")
+        listing = await self._at_quiescence("outbox.entries", None, real.entries)
         self.store.note(f"outbox.entries() -> {len(listing)} entries")
         listed: dict[CommitKey, OutboxPublication] = {}
         for entry in listing:

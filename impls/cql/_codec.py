@@ -13,6 +13,7 @@ from collections.abc import Iterator
 
 import attrs
 
+from impls.api import OutboxEntry
 from impls.cql._bridge import Row
 from model.commit import (
     CommitIntent,
@@ -396,13 +397,13 @@ def publication_from_row(stream: str, row: Row, key: CommitKey) -> OutboxPublica
     return OutboxPublication(stream, str(entry_id))
 
 
-def outbox_entry_from_row(stream: str, row: Row) -> tuple[CommitKey, OutboxPublication]:
+def outbox_entry_from_row(stream: str, row: Row) -> OutboxEntry:
     """One row of ``Statement.OUTBOX_ENTRIES``: the commit key and its publication."""
     try:
         key = CommitKey(_text(row, "tenant"), _text(row, "sender"), _text(row, "cmid"))
     except _Corrupt:
         raise _corrupt("outbox entry") from None
-    return key, publication_from_row(stream, row, key)
+    return OutboxEntry(key, publication_from_row(stream, row, key))
 
 
 def rows_by_clustering(rows: tuple[Row, ...]) -> Iterator[tuple[tuple[str, str], Row]]:

@@ -49,13 +49,16 @@ class CqlOutbox:
         key: CommitKey | None = None,
         *,
         serial: bool = False,
+        paging_state: bytes | None = None,
     ) -> Page:
         bound = keyspace.statement(which).bind(tuple(params))
         if serial:
             bound.consistency_level = ConsistencyLevel.SERIAL
         self.round_trips += 1
         try:
-            return await execute(keyspace.session, bound, timeout=self._settings.request_timeout_s)
+            return await execute(
+                keyspace.session, bound, timeout=self._settings.request_timeout_s, paging_state=paging_state
+            )
         except Exception as exc:
             raise translate(exc, operation, key) from None
 
@@ -116,23 +119,18 @@ class CqlOutbox:
         The table is keyed by commit key, so it cannot hold two entries for one; listing still
         shows a consumer's view. One partition, read page by page."""
         keyspace = await self._keyspace()
-        found: list[tuple[CommitKey, OutboxPublication]] = []
+        found: list[OutboxEntry] = []
         paging: bytes | None = None
         while True:
-            bound = keyspace.statement(Statement.OUTBOX_ENTRIES).bind((self._namespace,))
-            self.round_trips += 1
-            try:
-                page = await execute(
-                    keyspace.session, bound, timeout=self._settings.request_timeout_s, paging_state=paging
-                )
-            except Exception as exc:
-                raise translate(exc, Operation.READ, None) from None
+            page = await self._run(
+                keyspace, Statement.OUTBOX_ENTRIES, (self._namespace,), Operation.READ, paging_state=paging
+            )
             found.extend(outbox_entry_from_row(self.stream, row) for row in page.rows)
             paging = page.paging_state
             if paging is None:
                 break
-        found.sort(key=lambda item: uuid.UUID(item[1].entry_id).time)
-        return [OutboxEntry(key, publication) for key, publication in found]
+        found.sort(key=lambda entry: uuid.UUID(entry.publication.entry_id).time)
+        return found
 
     async def readiness(self) -> None:
         """A real query on every call; UNAVAILABLE when the server does not answer."""

@@ -74,12 +74,12 @@ def command_from_blob(blob: bytes) -> CommandEnvelope:
         if not (isinstance(value, tuple) and value[0] == _COMMAND_TAG):
             raise _Malformed
         (_, cid, eid, target, sid, key, digest, index, name, owner, phase, attempt, payload) = value
-        if not (isinstance(key, tuple)):
+        if not isinstance(key, tuple):
             raise _Malformed
         tenant, workflow, version = key
         decoded_payload = None
         if payload is not None:
-            if not (isinstance(payload, tuple)):
+            if not isinstance(payload, tuple):
                 raise _Malformed
             data, media, schema = payload
             if not (isinstance(data, bytes) and isinstance(media, str)):
@@ -179,7 +179,7 @@ def artifact_from_document(document: bytes) -> DefinitionArtifact:
             raise _Malformed
         if not (isinstance(media, str) and (schema is None or isinstance(schema, str))):
             raise _Malformed
-        if not (isinstance(steps, tuple)):
+        if not isinstance(steps, tuple):
             raise _Malformed
         built: list[StepDefinition] = []
         for step in steps:
