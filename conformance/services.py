@@ -1,13 +1,7 @@
-"""The one home of the real-service endpoints Ratchet's tests and backends talk to.
+"""Whether the real services answer: one real protocol request per service.
 
-Each service has an environment variable and a default that matches what ``scripts/services up``
-starts on loopback (``scripts/services env`` prints the same values; tests/test_services.py checks
-that the two agree)::
-
-    redis      RATCHET_REDIS_URL    redis://127.0.0.1:16379/0
-    cassandra  RATCHET_CQL_CONTACT  127.0.0.1:19042
-    postgres   RATCHET_PG_DSN       postgresql://ratchet:ratchet@127.0.0.1:15432/ratchet
-    mariadb    RATCHET_MYSQL_DSN    mysql://ratchet:ratchet@127.0.0.1:13306/ratchet
+The endpoints themselves (environment variable and default per service) live in
+``impls.endpoints``; this module re-exports them for the harness and the tests.
 
 ``probe(name)`` sends one real protocol request (PING, a CQL or SQL query) and returns ``None``
 when it is answered, otherwise a one-line reason. Drivers are imported only when probed, so
@@ -17,127 +11,32 @@ the same from a shell.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
-from typing import Final, Literal
-from urllib.parse import SplitResult, unquote, urlsplit
+from typing import Final
 
-ServiceName = Literal["redis", "cassandra", "postgres", "mariadb"]
-SERVICE_NAMES: Final[tuple[ServiceName, ...]] = ("redis", "cassandra", "postgres", "mariadb")
-
-
-@dataclass(frozen=True)
-class Service:
-    name: ServiceName
-    env_var: str
-    default: str
-
-    def endpoint(self) -> str:
-        """The configured endpoint: the environment variable if set and non-empty, else the default."""
-        return os.environ.get(self.env_var) or self.default
-
-
-SERVICES: Final[Mapping[ServiceName, Service]] = {
-    "redis": Service("redis", "RATCHET_REDIS_URL", "redis://127.0.0.1:16379/0"),
-    "cassandra": Service("cassandra", "RATCHET_CQL_CONTACT", "127.0.0.1:19042"),
-    "postgres": Service("postgres", "RATCHET_PG_DSN", "postgresql://ratchet:ratchet@127.0.0.1:15432/ratchet"),
-    "mariadb": Service("mariadb", "RATCHET_MYSQL_DSN", "mysql://ratchet:ratchet@127.0.0.1:13306/ratchet"),
-}
-
-CQL_DEFAULT_PORT: Final = 9042  # used when RATCHET_CQL_CONTACT names a host without a port
-MYSQL_DEFAULT_PORT: Final = 3306
-
-
-def service(name: str) -> Service:
-    """The ``Service`` called ``name``; ``ValueError`` for an unknown name."""
-    for known in SERVICE_NAMES:
-        if name == known:
-            return SERVICES[known]
-    raise ValueError(f"unknown service {name!r} (expected one of: {', '.join(SERVICE_NAMES)})")
-
-
-def endpoint(name: str) -> str:
-    return service(name).endpoint()
-
-
-def redis_url() -> str:
-    return endpoint("redis")
-
-
-def pg_dsn() -> str:
-    return endpoint("postgres")
-
-
-def mysql_dsn() -> str:
-    return endpoint("mariadb")
-
-
-def cql_contact() -> tuple[str, int]:
-    """``RATCHET_CQL_CONTACT`` as (host, port); accepts ``host``, ``host:port``, ``[v6]:port``."""
-    return split_host_port(endpoint("cassandra"), CQL_DEFAULT_PORT)
-
-
-def split_host_port(value: str, default_port: int) -> tuple[str, int]:
-    value = value.strip()
-    if value.startswith("["):  # [::1]:9042
-        host, _, rest = value[1:].partition("]")
-        port = rest.removeprefix(":")
-        return host, int(port) if port else default_port
-    if value.count(":") == 1:
-        host, port = value.split(":")
-        return host, int(port)
-    return value, default_port
-
-
-@dataclass(frozen=True)
-class MysqlParams:
-    host: str
-    port: int
-    user: str
-    password: str
-    database: str
-
-
-def mysql_params(dsn: str | None = None) -> MysqlParams:
-    """Split a ``mysql://user:password@host:port/database`` DSN into PyMySQL's keyword arguments."""
-    parts = urlsplit(dsn if dsn is not None else mysql_dsn())
-    if parts.scheme not in ("mysql", "mariadb", "mysql+pymysql"):
-        raise ValueError(f"not a mysql:// DSN: {_redact(parts)}")
-    return MysqlParams(
-        host=parts.hostname or "127.0.0.1",
-        port=parts.port or MYSQL_DEFAULT_PORT,
-        user=unquote(parts.username or ""),
-        password=unquote(parts.password or ""),
-        database=parts.path.lstrip("/"),
-    )
+from impls.endpoints import CQL_DEFAULT_PORT as CQL_DEFAULT_PORT
+from impls.endpoints import MYSQL_DEFAULT_PORT as MYSQL_DEFAULT_PORT
+from impls.endpoints import SERVICE_NAMES as SERVICE_NAMES
+from impls.endpoints import SERVICES as SERVICES
+from impls.endpoints import MysqlParams as MysqlParams
+from impls.endpoints import Service as Service
+from impls.endpoints import ServiceName as ServiceName
+from impls.endpoints import cql_contact as cql_contact
+from impls.endpoints import describe as describe
+from impls.endpoints import endpoint as endpoint
+from impls.endpoints import mysql_dsn as mysql_dsn
+from impls.endpoints import mysql_params as mysql_params
+from impls.endpoints import pg_dsn as pg_dsn
+from impls.endpoints import redact as redact
+from impls.endpoints import redis_url as redis_url
+from impls.endpoints import service as service
+from impls.endpoints import split_host_port as split_host_port
 
 
 def how_to_start(name: str) -> str:
     service(name)
     return f"run `make services` or `scripts/services up {name}`"
-
-
-def describe(name: str) -> str:
-    """``name`` with where it is expected, password hidden: ``redis (RATCHET_REDIS_URL=...)``."""
-    svc = service(name)
-    return f"{name} ({svc.env_var}={redact(svc.endpoint())})"
-
-
-def redact(url: str) -> str:
-    """``url`` with any password replaced by ``***`` (for messages)."""
-    return _redact(urlsplit(url)) if "://" in url else url
-
-
-def _redact(parts: SplitResult) -> str:
-    if parts.password is None:
-        return parts.geturl()
-    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
-    return parts._replace(netloc=netloc).geturl()
-
-
-# ----------------------------------------------------------------------------------- probes
 
 
 def _probe_redis(timeout: float) -> None:

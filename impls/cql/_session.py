@@ -14,7 +14,6 @@ process that started before the server did simply tries again on its next call.
 from __future__ import annotations
 
 import asyncio
-import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -27,16 +26,17 @@ from cassandra.query import dict_factory
 
 from impls.cql._boundary import Operation, translate
 from impls.cql._schema import TABLES, Statement, keyspace_ddl
+from impls.endpoints import CQL_DEFAULT_PORT, SERVICES, endpoint
 from model.commit import MessageStoreError, StoreErrorKind
 
-CONTACT_ENV = "RATCHET_CQL_CONTACT"
-DEFAULT_CONTACT = "127.0.0.1:19042"
-DEFAULT_PORT = 9042  # for a contact that names only a host
+CONTACT_ENV = SERVICES["cassandra"].env_var
+DEFAULT_CONTACT = SERVICES["cassandra"].default
+DEFAULT_PORT = CQL_DEFAULT_PORT  # for a contact that names only a host
 _SIMPLE_RF1: Mapping[str, str] = {"class": "SimpleStrategy", "replication_factor": "1"}
 
 
 def contact_from_env() -> str:
-    return os.environ.get(CONTACT_ENV) or DEFAULT_CONTACT
+    return endpoint("cassandra")
 
 
 @attrs.frozen
@@ -75,7 +75,7 @@ _connections: dict[str, _Connection] = {}
 
 
 def _split_contact(contact: str) -> tuple[str, int]:
-    """``host``, ``host:port`` or ``[v6]:port`` (the forms conformance/services.py accepts)."""
+    """``host``, ``host:port`` or ``[v6]:port`` (the forms impls.endpoints accepts)."""
     value = contact.strip()
     if value.startswith("["):
         host, _, rest = value[1:].partition("]")

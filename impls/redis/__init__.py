@@ -14,25 +14,26 @@ redis-py is called, with error translation and round-trip counting, in ``_gatewa
 
 from __future__ import annotations
 
-import os
 
 import fakeredis
 from redis.asyncio import Redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
+from impls import endpoints
 from impls.api import MembershipDirectory
+from impls.endpoints import SERVICES
 from impls.redis._outbox import RedisOutbox
 from impls.redis._store import CommitHashFootprint, RedisMessageStore
 
-REDIS_URL_ENV = "RATCHET_REDIS_URL"
-DEFAULT_REDIS_URL = "redis://127.0.0.1:16379/0"  # conformance.services keeps the same default
+REDIS_URL_ENV = SERVICES["redis"].env_var
+DEFAULT_REDIS_URL = SERVICES["redis"].default
 
 _fake_server: fakeredis.FakeServer | None = None
 
 
 def redis_url() -> str:
-    return os.environ.get(REDIS_URL_ENV) or DEFAULT_REDIS_URL
+    return endpoints.redis_url()
 
 
 def fakeredis_client() -> Redis:

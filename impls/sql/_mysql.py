@@ -30,7 +30,7 @@ from typing import Any
 import pymysql
 from pymysql.constants import CLIENT
 
-from conformance.services import MysqlParams, mysql_dsn, mysql_params
+from impls.endpoints import MysqlParams, mysql_dsn, mysql_params
 from impls.saga._backend import SagaBackendErrorKind
 
 from ._saga import SCHEMA

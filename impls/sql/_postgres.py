@@ -33,7 +33,7 @@ from typing import Any
 import psycopg
 from psycopg import errors as pg_errors
 
-from conformance.services import pg_dsn
+from impls.endpoints import pg_dsn
 from impls.saga._backend import SagaBackendErrorKind
 
 from ._saga import SCHEMA

@@ -1,0 +1,128 @@
+"""The one home of every real-service endpoint: environment variable and default per service.
+
+Stores, saga backends, the harness (conformance/services.py), the service launcher
+(scripts/services) and the tests all read these. The defaults match what ``scripts/services up``
+starts on loopback; tests/test_services.py checks that ``scripts/services env`` agrees::
+
+    redis      RATCHET_REDIS_URL    redis://127.0.0.1:16379/0
+    cassandra  RATCHET_CQL_CONTACT  127.0.0.1:19042
+    postgres   RATCHET_PG_DSN       postgresql://ratchet:ratchet@127.0.0.1:15432/ratchet
+    mariadb    RATCHET_MYSQL_DSN    mysql://ratchet:ratchet@127.0.0.1:13306/ratchet
+
+Nothing here imports a driver or opens a connection.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Final, Literal
+from urllib.parse import SplitResult, unquote, urlsplit
+
+ServiceName = Literal["redis", "cassandra", "postgres", "mariadb"]
+SERVICE_NAMES: Final[tuple[ServiceName, ...]] = ("redis", "cassandra", "postgres", "mariadb")
+
+
+@dataclass(frozen=True)
+class Service:
+    name: ServiceName
+    env_var: str
+    default: str
+
+    def endpoint(self) -> str:
+        """The configured endpoint: the environment variable if set and non-empty, else the default."""
+        return os.environ.get(self.env_var) or self.default
+
+
+SERVICES: Final[Mapping[ServiceName, Service]] = {
+    "redis": Service("redis", "RATCHET_REDIS_URL", "redis://127.0.0.1:16379/0"),
+    "cassandra": Service("cassandra", "RATCHET_CQL_CONTACT", "127.0.0.1:19042"),
+    "postgres": Service("postgres", "RATCHET_PG_DSN", "postgresql://ratchet:ratchet@127.0.0.1:15432/ratchet"),
+    "mariadb": Service("mariadb", "RATCHET_MYSQL_DSN", "mysql://ratchet:ratchet@127.0.0.1:13306/ratchet"),
+}
+
+CQL_DEFAULT_PORT: Final = 9042  # used when RATCHET_CQL_CONTACT names a host without a port
+MYSQL_DEFAULT_PORT: Final = 3306
+
+
+def service(name: str) -> Service:
+    """The ``Service`` called ``name``; ``ValueError`` for an unknown name."""
+    for known in SERVICE_NAMES:
+        if name == known:
+            return SERVICES[known]
+    raise ValueError(f"unknown service {name!r} (expected one of: {', '.join(SERVICE_NAMES)})")
+
+
+def endpoint(name: str) -> str:
+    return service(name).endpoint()
+
+
+def redis_url() -> str:
+    return endpoint("redis")
+
+
+def pg_dsn() -> str:
+    return endpoint("postgres")
+
+
+def mysql_dsn() -> str:
+    return endpoint("mariadb")
+
+
+def cql_contact() -> tuple[str, int]:
+    """``RATCHET_CQL_CONTACT`` as (host, port); accepts ``host``, ``host:port``, ``[v6]:port``."""
+    return split_host_port(endpoint("cassandra"), CQL_DEFAULT_PORT)
+
+
+def split_host_port(value: str, default_port: int) -> tuple[str, int]:
+    value = value.strip()
+    if value.startswith("["):  # [::1]:9042
+        host, _, rest = value[1:].partition("]")
+        port = rest.removeprefix(":")
+        return host, int(port) if port else default_port
+    if value.count(":") == 1:
+        host, port = value.split(":")
+        return host, int(port)
+    return value, default_port
+
+
+@dataclass(frozen=True)
+class MysqlParams:
+    host: str
+    port: int
+    user: str
+    password: str
+    database: str
+
+
+def mysql_params(dsn: str | None = None) -> MysqlParams:
+    """Split a ``mysql://user:password@host:port/database`` DSN into PyMySQL's keyword arguments."""
+    parts = urlsplit(dsn if dsn is not None else mysql_dsn())
+    if parts.scheme not in ("mysql", "mariadb", "mysql+pymysql"):
+        raise ValueError(f"not a mysql:// DSN: {_redact(parts)}")
+    return MysqlParams(
+        host=parts.hostname or "127.0.0.1",
+        port=parts.port or MYSQL_DEFAULT_PORT,
+        user=unquote(parts.username or ""),
+        password=unquote(parts.password or ""),
+        database=parts.path.lstrip("/"),
+    )
+
+
+def describe(name: str) -> str:
+    """``name`` with where it is expected, password hidden: ``redis (RATCHET_REDIS_URL=...)``."""
+    svc = service(name)
+    return f"{name} ({svc.env_var}={redact(svc.endpoint())})"
+
+
+def redact(url: str) -> str:
+    """``url`` with any password replaced by ``***`` (for messages)."""
+    return _redact(urlsplit(url)) if "://" in url else url
+
+
+def _redact(parts: SplitResult) -> str:
+    if parts.password is None:
+        return parts.geturl()
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
