@@ -1,0 +1,97 @@
+"""What every saga rule group shares: the runtime under test, the model beside it, the wire, the clock.
+
+The rule groups (``_starts``, ``_routes_rules``, ``_deliveries``, ``_timers``) each subclass
+``SagaMachineBase``; ``_machine.SagaMachine`` composes them with the checks (``_checks``).
+Hypothesis collects rules across the whole class, sorted by name, so the split changes no
+program a seed draws.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis import strategies as st
+
+from conformance._faults import FaultKind
+from conformance._machine import ConformanceMachine
+from conformance._violations import Violation
+from conformance.saga import _world as w
+from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN
+from conformance.saga._port import RuntimeCapabilities, SagaRuntime
+from model import saga as m
+
+FATES = {
+    "committed": m.CommitFate.COMMITTED,
+    "rolled_back": m.CommitFate.ROLLED_BACK,
+    "unknown_applied": m.CommitFate.UNKNOWN_APPLIED,
+    "unknown_not_applied": m.CommitFate.UNKNOWN_NOT_APPLIED,
+}
+fates = st.sampled_from(["committed"] * 5 + ["rolled_back", "unknown_applied", "unknown_not_applied"])
+indexes = st.integers(0, 7)
+
+
+def unwrapped(method: Any) -> Any:
+    # Quiescence drives the rules' bodies without recording them as program steps.
+    while hasattr(method, "__wrapped__"):
+        method = method.__wrapped__
+    return method
+
+
+def show(value: Any) -> str:
+    return repr(value)[:600]
+
+
+class SagaMachineBase(ConformanceMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        ns = self.context.new_namespace()
+        self.fate = m.CommitFate.COMMITTED
+        self.runtime: SagaRuntime = self.context.target.open(ns, self._fate, self.context.stats)
+        self.caps: RuntimeCapabilities = self.runtime.capabilities
+        self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT)
+        self.model_parts = {owner: m.ParticipantState(w.participant_config(owner)) for owner in w.OWNERS}
+        self.results_published: set[str] = set()
+        self.wire = w.Wire()
+        self.now = 0
+        self.leases: dict[str, tuple[str, int]] = {}
+        #: Route generations each replica learnt from its receipts, oldest first.
+        self.generations: dict[m.CapabilityKey, list[int]] = {}
+        #: Only catalog and route steps write definition and capability rows; the after-step
+        #: comparison of those rows runs after them (and at quiescence), not after every step.
+        self.catalog_touched = True
+
+    def _fate(self, _unit: str) -> m.CommitFate:
+        fate, self.fate = self.fate, m.CommitFate.COMMITTED
+        return fate
+
+    def _allows(self, kind: FaultKind) -> bool:
+        return self.context.faults.allows(kind.name)
+
+    def _set_fate(self, name: str) -> m.CommitFate:
+        """The fate the next COMMIT meets; only a runtime whose COMMITs the harness decides
+        in-process takes an injected one (``RuntimeCapabilities.injectable_fates``)."""
+        fate = FATES[name]
+        kind = {m.CommitFate.COMMITTED: None, m.CommitFate.ROLLED_BACK: COMMIT_ROLLED_BACK}.get(
+            fate, COMMIT_UNKNOWN
+        )
+        if kind is not None and not (self.caps.injectable_fates and self._allows(kind)):
+            fate = m.CommitFate.COMMITTED
+        elif kind is not None:
+            self.context.inject(kind.name)
+        self.fate = fate
+        return fate
+
+    def expect(self, rule_id: str, expected: object, actual: object) -> None:
+        """The runtime's outcome must be the model's, at the resolution the runtime shows."""
+        projected = self.runtime.project(expected)
+        self.note(f"model: {show(projected)}")
+        self.note(f"runtime: {show(actual)}")
+        if projected != actual:
+            raise Violation(
+                rule_id,
+                "the runtime's outcome differs from the model's",
+                {"expected": show(projected), "actual": show(actual)},
+            )
+
+    def close(self) -> None:
+        self.runtime.close()

@@ -1,0 +1,194 @@
+"""The at-least-once wire: relays, deliveries, duplicates, reordering, forgeries (S-ORCH-*, S-PART-*)."""
+
+from __future__ import annotations
+
+import attrs
+from hypothesis import strategies as st
+from hypothesis.stateful import rule
+
+from conformance._machine import step
+from conformance._violations import Violation
+from conformance.saga import _world as w
+from conformance.saga._base import SagaMachineBase, fates, indexes
+from conformance.saga._faults import ACK_LOST, DUPLICATE, EFFECT_UNCERTAIN, FORGED, RELAY_CRASH, REORDER
+from model import saga as m
+
+DECISIONS = {d.value: d for d in m.Decision}
+decisions = st.sampled_from(["succeed"] * 3 + ["reject", "unknown", "unknown", "transient_failure"])
+# Faults drawn as arguments of the delivery rules too, not only as rules of their own: swarm
+# testing switches whole rules off for an example, and the delivery rules are the ones that
+# every example with a saga in it keeps on, so rare faults stay reachable in every profile.
+relays = st.sampled_from(["ok", "ok", "ok", "crash"])
+forgeries = st.sampled_from(["none", "none", "none", "owner", "digest", "producer"])
+
+
+class DeliveryRules(SagaMachineBase):
+    # -- transport -----------------------------------------------------------------------
+
+    @rule(crash=st.booleans())
+    @step
+    def relay_commands(self, crash: bool) -> None:
+        self._relay_commands(crash)
+
+    def _relay_commands(self, crash: bool) -> None:
+        crash = crash and self._allows(RELAY_CRASH)
+        expected = m.pending_commands(self.model)
+        actual = self.runtime.pending_commands()
+        self.expect("S-ORCH-02", expected, actual)
+        for command in actual:
+            self.wire.commands.append(command)
+            if crash:
+                self.context.inject(RELAY_CRASH.name)
+                break  # died after publishing, before recording it: the next relay publishes again
+            self.model, _ = m.mark_command_published(self.model, command.command_id)
+            self.runtime.mark_command_published(command.command_id)
+
+    @rule(index=indexes, decision=decisions, fate=fates, ack_lost=st.booleans(), relay=relays)
+    @step
+    def deliver_command(
+        self, index: int, decision: str, fate: str, ack_lost: bool, relay: str = "ok"
+    ) -> None:
+        self._relay_commands(crash=relay == "crash")
+        if not self.wire.commands:
+            return
+        position = self._pick(index, len(self.wire.commands))
+        command = self.wire.commands[position]
+        owner = command.owner
+        chosen = DECISIONS[decision]
+        if chosen is m.Decision.UNKNOWN:
+            if self._allows(EFFECT_UNCERTAIN):
+                self.context.inject(EFFECT_UNCERTAIN.name)
+            else:
+                chosen = m.Decision.SUCCEED
+        _, probe = m.handle_command(
+            self.model_parts[owner],
+            m.CommandDelivery(command, w.ORCHESTRATOR, chosen, m.CommitFate.COMMITTED),
+        )
+        if isinstance(probe, m.DuplicateCommand) and not self._allows(DUPLICATE):
+            self.wire.commands.pop(position)  # the transport drops what was already absorbed
+            return
+        commit = self._set_fate(fate)
+        self.model_parts[owner], expected = m.handle_command(
+            self.model_parts[owner], m.CommandDelivery(command, w.ORCHESTRATOR, chosen, commit)
+        )
+        actual = self.runtime.handle_command(owner, command, w.ORCHESTRATOR, chosen)
+        self.fate = m.CommitFate.COMMITTED
+        rule_id = {
+            m.MessageRefused: "S-PART-05",
+            m.DuplicateCommand: "S-PART-02",
+            m.DeadLettered: "S-PART-04",
+        }.get(type(expected), "S-PART-01")
+        if isinstance(expected, m.CommandProcessed) and expected.absorbed:
+            rule_id = "S-PART-03"
+            self.context.reach("absorbed-by-gate")
+        self.expect(rule_id, expected, actual)
+        if isinstance(expected, m.DuplicateCommand):
+            self.context.inject(DUPLICATE.name)
+        if expected.verdict is not m.Verdict.REDELIVER:
+            if ack_lost and self._allows(ACK_LOST):
+                self.context.inject(ACK_LOST.name)
+            else:
+                self.wire.commands.pop(position)
+
+    def _pick(self, index: int, pending: int) -> int:
+        """The envelope delivered next: any of those pending (a reorder), or the head."""
+        if not self._allows(REORDER):
+            return 0
+        position = index % pending
+        if position:
+            self.context.inject(REORDER.name)
+        return position
+
+    @rule(crash=st.booleans())
+    @step
+    def relay_results(self, crash: bool) -> None:
+        self._relay_results(crash)
+
+    def _relay_results(self, crash: bool) -> None:
+        crash = crash and self._allows(RELAY_CRASH)
+        for owner in w.OWNERS:
+            expected = tuple(
+                r for r in self.model_parts[owner].outbox if r.message_id not in self.results_published
+            )
+            actual = self.runtime.pending_results(owner)
+            self.expect("S-PART-01", expected, actual)
+            for result in actual:
+                self.wire.results.append((owner, result))
+                if crash:
+                    self.context.inject(RELAY_CRASH.name)
+                    return
+                self.results_published.add(result.message_id)
+                self.runtime.mark_result_published(owner, result.message_id)
+
+    @rule(index=indexes, fate=fates, ack_lost=st.booleans(), relay=relays, forge=forgeries)
+    @step
+    def deliver_result(
+        self, index: int, fate: str, ack_lost: bool, relay: str = "ok", forge: str = "none"
+    ) -> None:
+        self._relay_results(crash=relay == "crash")
+        if not self.wire.results:
+            return
+        position = self._pick(index, len(self.wire.results))
+        producer, envelope = self.wire.results[position]
+        _, probe = m.handle_result(
+            self.model, m.ResultDelivery(envelope, producer, self.now, m.CommitFate.COMMITTED)
+        )
+        if isinstance(probe, m.DuplicateResult) and not self._allows(DUPLICATE):
+            self.wire.results.pop(position)  # the transport drops what was already absorbed
+            return
+        if forge != "none" and self._allows(FORGED):
+            self._forge(producer, envelope, forge)  # a forged twin arrives first
+        outcome = self._deliver_result(producer, envelope, fate)
+        if outcome.verdict is not m.Verdict.REDELIVER:
+            if ack_lost and self._allows(ACK_LOST):
+                self.context.inject(ACK_LOST.name)
+            else:
+                self.wire.results.pop(position)
+
+    def _deliver_result(self, producer: str, envelope: m.ResultEnvelope, fate: str) -> m.ResultOutcome:
+        commit = self._set_fate(fate)
+        self.model, expected = m.handle_result(
+            self.model, m.ResultDelivery(envelope, producer, self.now, commit)
+        )
+        actual = self.runtime.handle_result(envelope, producer, self.now)
+        self.fate = m.CommitFate.COMMITTED
+        rule_id = {
+            m.MessageRefused: "S-ORCH-01",
+            m.DuplicateResult: "S-ORCH-03",
+            m.StaleResult: "S-ORCH-04",
+        }.get(type(expected), "S-ORCH-02")
+        self.expect(rule_id, expected, actual)
+        if isinstance(expected, m.DuplicateResult):
+            self.context.inject(DUPLICATE.name)
+        return expected
+
+    @rule(index=indexes, how=st.sampled_from(["owner", "digest", "producer"]))
+    @step
+    def forge_result(self, index: int, how: str) -> None:
+        """A forged twin of a genuine result: it must claim nothing (S-ORCH-01, S-DLV-03)."""
+        if not self._allows(FORGED):
+            return
+        self._relay_results(crash=False)
+        if not self.wire.results:
+            return
+        producer, envelope = self.wire.results[index % len(self.wire.results)]
+        self._forge(producer, envelope, how)
+
+    def _forge(self, producer: str, envelope: m.ResultEnvelope, how: str) -> None:
+        self.context.inject(FORGED.name)
+        if how == "owner":
+            other = w.OWNERS[1 - w.OWNERS.index(envelope.owner)]
+            forged, producer = attrs.evolve(envelope, owner=other), other
+        elif how == "digest":
+            forged = attrs.evolve(envelope, definition_digest="0" * 64)
+        else:
+            forged, producer = envelope, "mallory"
+        claimed_before = envelope.message_id in self.model.inbox
+        self._deliver_result(producer, forged, "committed")
+        claimed = self.runtime.result_claimed(envelope.message_id)
+        if claimed != claimed_before:
+            raise Violation(
+                "S-ORCH-01",
+                "a refused message took its genuine twin's inbox key",
+                {"message_id": envelope.message_id},
+            )

@@ -1,0 +1,149 @@
+"""The runtime under test: what the saga machine drives and what it reads back.
+
+The saga suite judges a *runtime* (orchestrator, participants, timers, catalog) over its own
+storage, not a storage port: Ratchet's runtime over any ``impls.saga.SagaBackend`` is one
+implementation (``conformance/saga/_ratchet.py``), the real nasaga runtime in its Rust host is
+another (``conformance/saga/_nasaga.py``). Every call takes and returns the model's vocabulary
+(``model.saga`` requests and outcomes), so the machine compares outcomes value for value.
+
+A runtime observes the world at its own resolution. ``project`` maps a model value (an outcome,
+an observation) to what this runtime can show of it: the identity for Ratchet's runtime, which
+stores the model's own values; a coarser value for a runtime with its own ids and encodings.
+What a port cannot show is said by its ``capabilities`` and ``blind_spots``, and the coverage
+gate leaves out exactly the targets that depend on it (``SagaCapabilities``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Protocol
+
+import attrs
+
+from model import saga as m
+
+
+@attrs.frozen
+class RuntimeCapabilities:
+    """What the harness can do to a runtime beyond driving its public calls.
+
+    Each flag switches rules or fault kinds on; a runtime without it is still judged on the rest
+    and the gate drops the targets it cannot reach (``conformance/saga/suites.py``).
+    """
+
+    #: The harness decides each local COMMIT's fate (rolled back, answer lost) in-process.
+    injectable_fates: bool = True
+    #: A start can join a transaction the harness owns as the host (S-START-06).
+    joined_starts: bool = True
+    #: A route row can be written around the registry, as an older release would (S-ROUTE-04).
+    raw_route_rows: bool = True
+    #: Capability routes: registration, renewal, selection, snapshot (S-ROUTE-*).
+    routes: bool = True
+    #: The orchestrator's per-tenant start quota is the harness's (S-START-13).
+    quota: bool = True
+
+
+@attrs.frozen
+class Observation:
+    """The orchestrator's durable facts read back, in the model's vocabulary."""
+
+    instances: Mapping[str, m.SagaInstance]
+    journal: tuple[m.JournalEntry, ...]  # ordered by (saga id, revision)
+    outbox: Mapping[str, bool]  # command id -> published
+    timers: Mapping[str, m.Timer]
+
+
+@attrs.frozen
+class CatalogObservation:
+    seals: Mapping[m.DefinitionKey, tuple[str, bytes]]  # key -> (digest, canonical document)
+    lifecycles: Mapping[m.DefinitionKey, m.Lifecycle]
+    routes: Mapping[m.CapabilityKey, m.CapabilityRoute]
+
+
+@attrs.frozen
+class ParticipantObservation:
+    effects: tuple[str, ...]  # effect ids of the business facts, in the order they took effect
+    results: tuple[m.ResultEnvelope, ...]  # the result outbox, oldest first
+
+
+FateHook = Callable[[str], m.CommitFate]
+
+
+class SagaRuntime(Protocol):
+    """One orchestrator and its participants (owners ``conformance/saga/_world.OWNERS``)."""
+
+    @property
+    def capabilities(self) -> RuntimeCapabilities: ...
+
+    def project(self, value: object) -> object:
+        """``value`` (a model outcome or observation) as this runtime can show it."""
+        ...
+
+    # -- catalog and routes
+    def publish_definition(self, artifact: m.DefinitionArtifact, digest: str) -> object: ...
+    def change_lifecycle(self, change: m.ChangeLifecycle, now_ms: int) -> object: ...
+    def query_definition(self, key: m.DefinitionKey) -> object: ...
+    def release_instance(self, saga_id: str) -> object: ...
+    def register_capability(self, request: m.RegisterCapability) -> object: ...
+    def renew_capability(self, request: m.RenewCapability) -> object: ...
+    def select_capability_routes(self, query: m.RouteQuery, now_ms: int) -> object: ...
+    def select_capability_route(self, query: m.RouteQuery, now_ms: int) -> object: ...
+    def catalog_snapshot(self, now_ms: int) -> object: ...
+    def plant_route(self, route: m.CapabilityRoute) -> None: ...
+
+    # -- starts
+    def start_saga(self, request: m.StartSaga, now_ms: int, revoked_at: int | None) -> object: ...
+    def start_saga_joined(self, request: m.StartSaga, now_ms: int, revoked_at: int | None) -> object: ...
+
+    # -- the orchestrator's side of the wire, and its timers
+    def pending_commands(self) -> tuple[m.CommandEnvelope, ...]: ...
+    def mark_command_published(self, command_id: str) -> None: ...
+    def handle_result(self, envelope: m.ResultEnvelope, producer: str, now_ms: int) -> object: ...
+    def claim_timer(self, timer_id: str, worker: str, now_ms: int, lease_ms: int) -> object: ...
+    def fire_timer(self, timer_id: str, token: int, now_ms: int) -> object: ...
+    def renew_timer(self, timer_id: str, token: int, now_ms: int, lease_ms: int) -> object: ...
+    def release_timer(self, timer_id: str, token: int) -> object: ...
+
+    # -- participants
+    def handle_command(
+        self, owner: str, command: m.CommandEnvelope, producer: str, decision: m.Decision
+    ) -> object: ...
+    def pending_results(self, owner: str) -> tuple[m.ResultEnvelope, ...]: ...
+    def mark_result_published(self, owner: str, message_id: str) -> None: ...
+
+    # -- read-backs, raw where the runtime allows it
+    def observe(self) -> Observation: ...
+    def observe_catalog(self) -> CatalogObservation: ...
+    def observe_participant(self, owner: str) -> ParticipantObservation: ...
+    def result_claimed(self, message_id: str) -> bool: ...
+
+    def close(self) -> None: ...
+
+
+class RuntimeFactory(Protocol):
+    """Opens a runtime on fresh namespaces derived from ``namespace``; ``fates`` decides COMMITs."""
+
+    def __call__(self, namespace: str, fates: FateHook) -> SagaRuntime: ...
+
+
+def model_observation(state: m.OrchestratorStore) -> Observation:
+    """The model's side of ``SagaRuntime.observe``."""
+    return Observation(
+        dict(state.instances),
+        tuple(sorted(state.journal, key=lambda e: (e.saga_id, e.revision))),
+        {k: e.published for k, e in state.outbox.items()},
+        dict(state.timers.timers),
+    )
+
+
+def model_catalog(state: m.OrchestratorStore) -> CatalogObservation:
+    entries = state.catalog.entries
+    return CatalogObservation(
+        {k: (e.digest, e.document) for k, e in entries.items()},
+        {k: e.lifecycle for k, e in entries.items()},
+        dict(state.routes.routes),
+    )
+
+
+def model_participant(state: m.ParticipantState) -> ParticipantObservation:
+    return ParticipantObservation(tuple(state.effects), tuple(state.outbox))

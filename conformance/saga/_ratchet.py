@@ -1,0 +1,206 @@
+"""Ratchet's own saga runtime (``impls.saga``) over one ``SagaBackend`` per service, as a ``SagaRuntime``.
+
+The orchestrator and each participant get their own backend on their own namespace (they are
+separate services in the seed). The runtime stores the model's own values, so ``project`` is the
+identity and every read-back is compared in full.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, cast
+
+from conformance._machine import SuiteStats
+from conformance._violations import HarnessEnvironmentError
+from conformance.saga import _world as w
+from conformance.saga._port import (
+    CatalogObservation,
+    FateHook,
+    Observation,
+    ParticipantObservation,
+    RuntimeCapabilities,
+)
+from conformance.saga._timing import TimedBackend
+from impls.saga import (
+    Abort,
+    Commit,
+    Orchestrator,
+    Participant,
+    SagaBackend,
+    SagaBackendError,
+    capability_key_of,
+    instance_from_row,
+    journal_from_row,
+    read_only,
+    route_from_row,
+    route_to_row,
+    run_unit,
+    timer_from_row,
+)
+from model import saga as m
+
+
+def open_backend(factory: Callable[..., Any], namespace: str) -> SagaBackend:
+    try:
+        backend = factory(namespace)
+    except SagaBackendError as exc:
+        raise HarnessEnvironmentError(f"the saga backend factory could not open a backend: {exc}") from exc
+    if not isinstance(backend, SagaBackend):
+        raise HarnessEnvironmentError(
+            f"the factory returned {type(backend).__name__}, not an impls.saga.SagaBackend"
+        )
+    return backend
+
+
+class RatchetRuntime:
+    """``impls.saga.Orchestrator`` and ``Participant`` s beside the model (the strictest port)."""
+
+    capabilities = RuntimeCapabilities()
+
+    def __init__(
+        self, factory: Callable[..., Any], namespace: str, fates: FateHook, stats: SuiteStats
+    ) -> None:
+        self._fates = fates
+        self._raw: list[SagaBackend] = []
+        self.orch_backend = self._open(factory, f"{namespace}o", stats)
+        self.orch = Orchestrator(
+            self.orch_backend, frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT, fates=fates
+        )
+        self.parts = {
+            owner: Participant(
+                self._open(factory, f"{namespace}{owner}", stats), w.participant_config(owner), fates=fates
+            )
+            for owner in w.OWNERS
+        }
+
+    def _open(self, factory: Callable[..., Any], namespace: str, stats: SuiteStats) -> SagaBackend:
+        backend = open_backend(factory, namespace)
+        self._raw.append(backend)
+        return cast(SagaBackend, TimedBackend(backend, stats))
+
+    @staticmethod
+    def project(value: object) -> object:
+        return value
+
+    # -- catalog and routes
+
+    def publish_definition(self, artifact: m.DefinitionArtifact, digest: str) -> object:
+        return self.orch.publish_definition(artifact, digest)
+
+    def change_lifecycle(self, change: m.ChangeLifecycle, now_ms: int) -> object:
+        return self.orch.change_lifecycle(change, now_ms)
+
+    def query_definition(self, key: m.DefinitionKey) -> object:
+        return self.orch.query_definition(key)
+
+    def release_instance(self, saga_id: str) -> object:
+        return self.orch.release_instance(saga_id)
+
+    def register_capability(self, request: m.RegisterCapability) -> object:
+        return self.orch.register_capability(request)
+
+    def renew_capability(self, request: m.RenewCapability) -> object:
+        return self.orch.renew_capability(request)
+
+    def select_capability_routes(self, query: m.RouteQuery, now_ms: int) -> object:
+        return self.orch.select_capability_routes(query, now_ms)
+
+    def select_capability_route(self, query: m.RouteQuery, now_ms: int) -> object:
+        return self.orch.select_capability_route(query, now_ms)
+
+    def catalog_snapshot(self, now_ms: int) -> object:
+        return self.orch.catalog_snapshot(now_ms)
+
+    def plant_route(self, route: m.CapabilityRoute) -> None:
+        tx = self.orch_backend.begin()
+        tx.upsert_capability(route_to_row(route))
+        tx.commit()
+
+    # -- starts
+
+    def start_saga(self, request: m.StartSaga, now_ms: int, revoked_at: int | None) -> object:
+        return self.orch.start_saga(request, now_ms, m.Eligibility(revoked_at).holds_at)
+
+    def start_saga_joined(self, request: m.StartSaga, now_ms: int, revoked_at: int | None) -> object:
+        """The harness is the host whose transaction the start joins: it owns the COMMIT (under
+        the injected fate) and the gate in front of it, which it leaves open (S-START-06)."""
+        holds_at = m.Eligibility(revoked_at).holds_at
+
+        def outer(tx: Any) -> Commit[m.StartOutcome] | Abort[m.StartOutcome]:
+            outcome = self.orch.start_saga_joined(tx, request, now_ms, holds_at)
+            return Commit(outcome) if isinstance(outcome, m.Started) else Abort(outcome)
+
+        return run_unit(self.orch_backend, "host", outer, self._fates)
+
+    # -- the orchestrator's side of the wire, and its timers
+
+    def pending_commands(self) -> tuple[m.CommandEnvelope, ...]:
+        return self.orch.pending_commands()
+
+    def mark_command_published(self, command_id: str) -> None:
+        self.orch.mark_command_published(command_id)
+
+    def handle_result(self, envelope: m.ResultEnvelope, producer: str, now_ms: int) -> object:
+        return self.orch.handle_result(envelope, producer, now_ms)
+
+    def claim_timer(self, timer_id: str, worker: str, now_ms: int, lease_ms: int) -> object:
+        return self.orch.claim_timer(timer_id, worker, now_ms, lease_ms)
+
+    def fire_timer(self, timer_id: str, token: int, now_ms: int) -> object:
+        return self.orch.fire_timer(timer_id, token, now_ms)
+
+    def renew_timer(self, timer_id: str, token: int, now_ms: int, lease_ms: int) -> object:
+        return self.orch.renew_timer(timer_id, token, now_ms, lease_ms)
+
+    def release_timer(self, timer_id: str, token: int) -> object:
+        return self.orch.release_timer(timer_id, token)
+
+    # -- participants
+
+    def handle_command(
+        self, owner: str, command: m.CommandEnvelope, producer: str, decision: m.Decision
+    ) -> object:
+        return self.parts[owner].handle_command(command, producer, decision)
+
+    def pending_results(self, owner: str) -> tuple[m.ResultEnvelope, ...]:
+        return self.parts[owner].pending_results()
+
+    def mark_result_published(self, owner: str, message_id: str) -> None:
+        self.parts[owner].mark_result_published(message_id)
+
+    # -- read-backs: the backends' rows, raw
+
+    def observe(self) -> Observation:
+        instances, journal, commands, timers = read_only(
+            self.orch_backend,
+            lambda tx: (tx.list_instances(), tx.journal(), tx.list_commands(), tx.list_timers()),
+        )
+        return Observation(
+            {r.saga_id: instance_from_row(r) for r in instances},
+            tuple(journal_from_row(r) for r in journal),
+            {r.command_id: r.published for r in commands},
+            {r.timer_id: timer_from_row(r) for r in timers},
+        )
+
+    def observe_catalog(self) -> CatalogObservation:
+        definitions, capabilities = read_only(
+            self.orch_backend, lambda tx: (tx.list_definitions(), tx.list_capabilities())
+        )
+        return CatalogObservation(
+            {r.key: (r.digest, r.document) for r in definitions},
+            {r.key: r.lifecycle for r in definitions},
+            {capability_key_of(r): route_from_row(r) for r in capabilities},
+        )
+
+    def observe_participant(self, owner: str) -> ParticipantObservation:
+        effects, results = read_only(
+            self.parts[owner].backend, lambda tx: (tx.list_effects(), tx.list_results())
+        )
+        return ParticipantObservation(tuple(e.effect_id for e in effects), tuple(r.envelope for r in results))
+
+    def result_claimed(self, message_id: str) -> bool:
+        return read_only(self.orch_backend, lambda tx: tx.result_claimed(message_id))
+
+    def close(self) -> None:
+        for backend in self._raw:
+            backend.close()

@@ -1,0 +1,157 @@
+"""Starts, lifecycle races and instance releases beside the model (S-START-*, S-CAT-04/05/07/08/11)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, rule
+
+from conformance._machine import step
+from conformance.saga import _world as w
+from conformance.saga._base import SagaMachineBase, fates, indexes
+from conformance.saga._faults import LIFECYCLE_RACE
+from model import saga as m
+
+#: How a start gives its payload (S-START-10, S-START-11): JSON bytes, a raw payload with the
+#: JSON contract, a raw non-JSON payload with or without its schema, both forms, neither.
+PAYLOAD_FORMS: dict[str, Callable[[bytes], tuple[bytes | None, m.SagaPayload | None]]] = {
+    "json": lambda data: (data, None),
+    "raw_json": lambda data: (None, m.SagaPayload(data, m.JSON_CONTRACT)),
+    "raw_schema": lambda _data: (None, m.SagaPayload(w.RAW_BYTES, w.UPLOAD_CONTRACT)),
+    "raw_no_schema": lambda _data: (
+        None,
+        m.SagaPayload(w.RAW_BYTES, m.PayloadContract(w.UPLOAD_CONTRACT.media_type)),
+    ),
+    "both": lambda data: (data, m.SagaPayload(data, m.JSON_CONTRACT)),
+    "none": lambda _data: (None, None),
+}
+
+
+def _start_rule(expected: object, joined: bool) -> str:
+    if joined:
+        return "S-START-06"
+    if isinstance(expected, m.PayloadRejected):
+        exactly_one = expected.problem in (m.PayloadProblem.BOTH_GIVEN, m.PayloadProblem.NONE_GIVEN)
+        return "S-START-10" if exactly_one else "S-START-11"
+    rules = {m.QuotaExhausted: "S-START-13", m.DefinitionNotStartable: "S-CAT-05", m.Started: "S-START-01"}
+    return rules.get(type(expected), "S-START-01" if isinstance(expected, m.AlreadyExists) else "S-START-08")
+
+
+class StartRules(SagaMachineBase):
+    def _catalog_setup(self) -> None:
+        """The order definition published and activated, the upload one a candidate (S-CAT-02, S-CAT-04)."""
+        request = m.PublishDefinition(w.ARTIFACT, w.DIGEST)
+        self.model, expected = m.publish_definition(self.model, request)
+        self.expect("S-CAT-02", expected, self.runtime.publish_definition(w.ARTIFACT, w.DIGEST))
+        change = m.ChangeLifecycle(w.KEY, m.LifecycleAction.ACTIVATE)
+        self.model, expected2 = m.change_lifecycle(self.model, change, self.now)
+        self.expect("S-CAT-04", expected2, self.runtime.change_lifecycle(change, self.now))
+        # The upload definition stays a candidate until a ``catalog`` rule activates it.
+        upload = m.PublishDefinition(w.UPLOAD, w.UPLOAD_DIGEST)
+        self.model, expected3 = m.publish_definition(self.model, upload)
+        self.expect("S-CAT-02", expected3, self.runtime.publish_definition(w.UPLOAD, w.UPLOAD_DIGEST))
+
+    # -- starts and catalog ---------------------------------------------------------------
+
+    @initialize(key=indexes)
+    @step
+    def first_start(self, key: int) -> None:
+        """Every example opens with one saga admitted, so deliveries have work from the first step
+        (swarm testing may switch ``start`` off for a whole example)."""
+        self._start(key, 0, -1, "committed")
+
+    @rule(
+        key=indexes,
+        payload=indexes,
+        revoked=st.sampled_from([-1, -1, -1, 0, 1]),
+        fate=fates,
+        definition=st.sampled_from(["order"] * 4 + ["upload"]),
+        form=st.sampled_from(["declared"] * 6 + list(PAYLOAD_FORMS)),
+        joined=st.sampled_from([False, False, False, True]),
+    )
+    @step
+    def start(
+        self,
+        key: int,
+        payload: int,
+        revoked: int,
+        fate: str,
+        definition: str = "order",
+        form: str = "declared",
+        joined: bool = False,
+    ) -> None:
+        self._start(key, payload, revoked, fate, definition, form, joined)
+
+    def _start(
+        self,
+        key: int,
+        payload: int,
+        revoked: int,
+        fate: str,
+        definition: str = "order",
+        form: str = "declared",
+        joined: bool = False,
+    ) -> None:
+        """A start beside the model (S-START-01..13, S-CAT-05, S-CAT-08).
+
+        ``definition`` picks the order saga or the upload one (a candidate until activated,
+        then admitting its schema-declared non-JSON input); ``form`` how the payload is given
+        (``declared``: the definition's own contract); the fourth order key is tried only once
+        the tenant's quota is full; ``joined`` runs the start inside a transaction the harness
+        owns as the host (S-START-06).
+        """
+        if definition == "upload":
+            def_key, business_key = w.UPLOAD_KEY, w.UPLOAD_KEYS[key % len(w.UPLOAD_KEYS)]
+        elif key % 4 == 3 and self.model.quota_used.get(w.KEY.tenant, 0) >= w.QUOTA_LIMIT:
+            def_key, business_key = w.KEY, w.OVER_QUOTA_KEY
+        else:
+            def_key, business_key = w.KEY, w.BUSINESS_KEYS[key % len(w.BUSINESS_KEYS)]
+        if form == "declared":
+            form = "raw_schema" if definition == "upload" else "json"
+        json_payload, raw_payload = PAYLOAD_FORMS[form](w.PAYLOADS[payload % len(w.PAYLOADS)])
+        request = m.StartSaga(def_key, business_key, json_payload=json_payload, raw_payload=raw_payload)
+        eligibility = m.Eligibility(None if revoked < 0 else revoked)
+        commit = self._set_fate(fate)
+        attempt = m.StartAttempt(
+            request, self.now, eligibility=eligibility, joined_outer=joined, commit=commit
+        )
+        self.model, expected = m.start_saga(self.model, attempt)
+        if joined:
+            actual = self.runtime.start_saga_joined(request, self.now, eligibility.revoked_at)
+        else:
+            actual = self.runtime.start_saga(request, self.now, eligibility.revoked_at)
+        self.fate = m.CommitFate.COMMITTED
+        self.expect(_start_rule(expected, joined), expected, actual)
+        self.context.reach(f"start:{type(expected).__name__}")
+        if joined and revoked == 1 and not isinstance(expected, m.EligibilityRevoked):
+            self.context.reach("joined-start-left-last-gate")
+        if isinstance(expected, m.Started) and raw_payload is not None and form == "raw_schema":
+            self.context.reach("non-json-start-admitted")
+
+    @rule(action=st.sampled_from(["activate"] * 8 + ["deprecate", "retire"]))
+    @step
+    def lifecycle(self, action: str) -> None:
+        if not self._allows(LIFECYCLE_RACE):
+            return
+        if action != "activate" and len(self.model.instances) < 2:
+            action = "activate"  # keep the definition startable until some sagas run
+        self.context.inject(LIFECYCLE_RACE.name)
+        self.catalog_touched = True
+        change = m.ChangeLifecycle(w.KEY, m.LifecycleAction(action))
+        self.model, expected = m.change_lifecycle(self.model, change, self.now)
+        self.expect(
+            "S-CAT-07" if action == "retire" else "S-CAT-04",
+            expected,
+            self.runtime.change_lifecycle(change, self.now),
+        )
+
+    @rule(index=indexes)
+    @step
+    def release_instance(self, index: int) -> None:
+        ids = sorted(self.model.instances)
+        if not ids:
+            return
+        saga_id = ids[index % len(ids)]
+        self.model, expected = m.release_instance(self.model, saga_id)
+        self.expect("S-CAT-11", expected, self.runtime.release_instance(saga_id))
