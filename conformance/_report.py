@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import enum
 import json
+import textwrap
 from collections.abc import Sequence
 from pathlib import Path
 from xml.etree import ElementTree
@@ -16,7 +17,7 @@ from xml.etree import ElementTree
 import attrs
 
 from conformance._machine import Step, SuiteStats
-from conformance._violations import CoverageGap, JsonValue
+from conformance._violations import CoverageGap, JsonValue, rule_statement
 
 
 class Verdict(enum.Enum):
@@ -135,6 +136,9 @@ class Report:
             out.append(f"== {r.backend} / {r.suite}: {r.headline()}")
             if r.failure is not None:
                 out.append(f"   {r.failure.rule_id}: {r.failure.message}")
+                statement = rule_statement(r.failure.rule_id)
+                if statement is not None:
+                    out.extend(f"   | {line}" for line in textwrap.wrap(statement, 92))
                 if r.failure.at:
                     out.append(f"   broken at: {r.failure.at}")
                 if r.failure.flaky:
@@ -180,6 +184,7 @@ class Report:
                     else {
                         "rule_id": r.failure.rule_id,
                         "message": r.failure.message,
+                        "rule_statement": rule_statement(r.failure.rule_id),
                         "flaky": r.failure.flaky,
                         "program": [{"rule": s.rule, "args": s.args} for s in r.failure.program],
                         "failure_file": str(r.failure.failure_file) if r.failure.failure_file else None,
@@ -212,7 +217,11 @@ class Report:
                 f"faults={dict(sorted(r.stats.faults.items()))} seed={r.seed}"
             )
             if r.verdict is Verdict.VIOLATION and r.failure is not None:
-                body = [f"{r.failure.rule_id}: {r.failure.message}", "", "shrunk program:"]
+                body = [f"{r.failure.rule_id}: {r.failure.message}"]
+                statement = rule_statement(r.failure.rule_id)
+                if statement is not None:
+                    body += [f"rule: {statement}"]
+                body += ["", "shrunk program:"]
                 body += [f"  {i + 1:2d}. {s.render()}" for i, s in enumerate(r.failure.program)]
                 if r.failure.failure_file is not None:
                     body += ["", f"replay: conformance replay {r.failure.failure_file}"]

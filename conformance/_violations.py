@@ -31,6 +31,14 @@ class Violation(AssertionError):
         return (Violation, (self.rule_id, self.message, self.context))
 
 
+def rule_statement(rule_id: str) -> str | None:
+    """The contract's statement of ``rule_id`` (``model.commit.RULES`` / ``model.saga.RULES``), if any."""
+    from model.commit import RULES as COMMIT_RULES
+    from model.saga import RULES as SAGA_RULES
+
+    return COMMIT_RULES.get(rule_id) or SAGA_RULES.get(rule_id)
+
+
 class HarnessEnvironmentError(Exception):
     """The run could not be carried out (service unreachable, bad factory): exit code 2, no verdict."""
 

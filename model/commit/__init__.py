@@ -22,205 +22,86 @@ This package does no I/O and reads no clock: time arrives as values (``accepted_
 (reads return just the outcome); outcomes and errors are values, never raised. The stage table is
 ``TRANSITIONS``; the committer's branch table is ``next_step``.
 
-Rules enforced here (full text in docs/commit-contract.md)
------------------------------------------------------------
-=========== ==========================================================================
-C-PRE-01    ``is_valid_client_message_id``; committer answers INVALID_CLIENT_MESSAGE_ID
-C-PRE-02    ``FrozenDeliveryInput`` and ``CommitIntent`` fixed at reserve; repeats keep them
-C-PRE-03    ``identity_matches`` in ``reserve`` and ``load_commit_for_request``
-C-PRE-04    ``put_record`` writes ``intent.record`` only (history entry from the record)
-C-PRE-05    ``history_page`` authorizes ``query.actor`` before reading
-C-PRE-06    readiness: no model state; checked against live dependencies by the harness
-C-PRE-07    ``reserve_identity_digest`` (QIMD), ``legacy_full_identity`` (QIMC)
-C-PRE-08    ``send_problem`` / ``content_problem``: the admission checks the committer runs
-C-PRE-09    ``ReserveCommitted`` / ``LoadedCommitted`` carry only the ACK coordinates
-C-PRE-10    ``CommitEntry.intent`` dropped at COMMITTED
-C-POST-01   ``reserve``: one allocation per key; repeats return the stored coordinates
-C-POST-02   ``CommitIntent`` holds every recovery fact; ``scan_recoverable_commits``
-C-POST-03   ``TRANSITIONS``: put_record / mark_outbox_published converge; mark_committed needs evidence
-C-POST-04   ``mark_published_and_committed`` returns the frozen intent's ``CommittedMessage``
-C-POST-05   atomic step: nothing changes on refusal; expiry registered, candidate removed
-C-POST-06   ``next_step`` without the atomic capability: mark_outbox_published, then mark_committed
-C-POST-07   ``FAULT_POINT_BEFORE``: M-COMMIT-04 between durable ack and the marking call
-C-POST-08   re-read and converge: ``next_step`` is a function of the loaded durable stage only
-C-POST-09   ``next_step``: continue from the durable stage; COMMITTED only replays
-C-POST-10   ``CommittedMessage`` is the sole ACK basis
-C-POST-11   ``history_page``: type, custom type, body, direction, anchor, byte limit, bounds
-C-ERR-01    ``MessageStoreError`` / ``StoreErrorKind``
-C-ERR-02    ``CommitError`` / ``CommitErrorKind``
-C-ERR-03    ``CommitErrorKind.RECOVERABLE`` carries the key; never an ACK
-C-ERR-04    invalid input: ``INVALID_ARGUMENT`` and the state unchanged
-=========== ==========================================================================
+Rule IDs and their statements are ``RULES`` (``_rules.py``); docs/commit-contract.md states the
+same rules and maps each to the model function that enforces it, its tests and its harness check.
 """
 
-from model.commit._committer import (
-    FAULT_POINT_AFTER_COMMIT,
-    FAULT_POINT_BEFORE,
-    CommitStep,
-    FaultPoint,
-    StoreCapabilities,
-    fault_points_for,
-    next_step,
-)
-from model.commit._errors import (
-    CommitError,
-    CommitErrorKind,
-    MessageStoreError,
-    StoreErrorKind,
-)
-from model.commit._identity import (
-    DIGEST_HEADER,
-    LEGACY_HEADER,
-    canonical_identity,
-    identity_matches,
-    is_well_formed_identity,
-    legacy_full_identity,
-    reserve_identity_digest,
-)
-from model.commit._store import (
-    TRANSITIONS,
-    CommitEntry,
-    Effect,
-    HistoryRecord,
-    Move,
-    StoreOperation,
-    StoreState,
-    history_page,
-    load_commit,
-    load_commit_for_request,
-    mark_committed,
-    mark_outbox_published,
-    mark_published_and_committed,
-    put_record,
-    recovery_order,
-    reserve,
-    scan_recoverable_commits,
-)
-from model.commit._validation import (
-    MAX_BODY_BYTES,
-    MAX_HISTORY_BYTES,
-    MAX_HISTORY_LIMIT,
-    MAX_ID_LENGTH,
-    MAX_MENTIONS,
-    MAX_SCAN_ITEMS,
-    content_problem,
-    delivery_problem,
-    history_query_problem,
-    is_valid_client_message_id,
-    is_valid_id,
-    request_problem,
-    send_problem,
-)
-from model.commit._values import (
-    ABSENT_RANK,
-    AuthenticatedSend,
-    ClientMessageId,
-    CommitIntent,
-    CommitKey,
-    CommitStage,
-    CommittedMessage,
-    ConversationId,
-    DeviceId,
-    FrozenDeliveryInput,
-    HistoryDirection,
-    HistoryEntry,
-    HistoryPage,
-    HistoryQuery,
-    LoadedCommit,
-    LoadedCommitted,
-    LoadedInFlight,
-    MessageContent,
-    MessageCoordinates,
-    MessageRecord,
-    MessageType,
-    OutboxPublication,
-    ReserveCandidate,
-    ReserveCommitted,
-    ReserveCreated,
-    ReserveInFlight,
-    ReserveResult,
-    TenantId,
-    TimestampMillis,
-    UserId,
-)
-
-__all__ = [
-    "ABSENT_RANK",
-    "DIGEST_HEADER",
-    "FAULT_POINT_AFTER_COMMIT",
-    "FAULT_POINT_BEFORE",
-    "LEGACY_HEADER",
-    "MAX_BODY_BYTES",
-    "MAX_HISTORY_BYTES",
-    "MAX_HISTORY_LIMIT",
-    "MAX_ID_LENGTH",
-    "MAX_MENTIONS",
-    "MAX_SCAN_ITEMS",
-    "TRANSITIONS",
-    "AuthenticatedSend",
-    "ClientMessageId",
-    "CommitEntry",
-    "CommitError",
-    "CommitErrorKind",
-    "CommitIntent",
-    "CommitKey",
-    "CommitStage",
-    "CommitStep",
-    "CommittedMessage",
-    "ConversationId",
-    "DeviceId",
-    "Effect",
-    "FaultPoint",
-    "FrozenDeliveryInput",
-    "HistoryDirection",
-    "HistoryEntry",
-    "HistoryPage",
-    "HistoryQuery",
-    "HistoryRecord",
-    "LoadedCommit",
-    "LoadedCommitted",
-    "LoadedInFlight",
-    "MessageContent",
-    "MessageCoordinates",
-    "MessageRecord",
-    "MessageStoreError",
-    "MessageType",
-    "Move",
-    "OutboxPublication",
-    "ReserveCandidate",
-    "ReserveCommitted",
-    "ReserveCreated",
-    "ReserveInFlight",
-    "ReserveResult",
-    "StoreCapabilities",
-    "StoreErrorKind",
-    "StoreOperation",
-    "StoreState",
-    "TenantId",
-    "TimestampMillis",
-    "UserId",
-    "canonical_identity",
-    "content_problem",
-    "delivery_problem",
-    "fault_points_for",
-    "history_page",
-    "history_query_problem",
-    "identity_matches",
-    "is_valid_client_message_id",
-    "is_valid_id",
-    "is_well_formed_identity",
-    "legacy_full_identity",
-    "load_commit",
-    "load_commit_for_request",
-    "mark_committed",
-    "mark_outbox_published",
-    "mark_published_and_committed",
-    "next_step",
-    "put_record",
-    "recovery_order",
-    "request_problem",
-    "reserve",
-    "reserve_identity_digest",
-    "scan_recoverable_commits",
-    "send_problem",
-]
+from model.commit._committer import FAULT_POINT_AFTER_COMMIT as FAULT_POINT_AFTER_COMMIT
+from model.commit._committer import FAULT_POINT_BEFORE as FAULT_POINT_BEFORE
+from model.commit._committer import CommitStep as CommitStep
+from model.commit._committer import FaultPoint as FaultPoint
+from model.commit._committer import StoreCapabilities as StoreCapabilities
+from model.commit._committer import fault_points_for as fault_points_for
+from model.commit._committer import next_step as next_step
+from model.commit._errors import CommitError as CommitError
+from model.commit._errors import CommitErrorKind as CommitErrorKind
+from model.commit._errors import MessageStoreError as MessageStoreError
+from model.commit._errors import StoreErrorKind as StoreErrorKind
+from model.commit._identity import DIGEST_HEADER as DIGEST_HEADER
+from model.commit._identity import LEGACY_HEADER as LEGACY_HEADER
+from model.commit._identity import canonical_identity as canonical_identity
+from model.commit._identity import identity_matches as identity_matches
+from model.commit._identity import is_well_formed_identity as is_well_formed_identity
+from model.commit._identity import legacy_full_identity as legacy_full_identity
+from model.commit._identity import reserve_identity_digest as reserve_identity_digest
+from model.commit._rules import RULES as RULES
+from model.commit._store import TRANSITIONS as TRANSITIONS
+from model.commit._store import CommitEntry as CommitEntry
+from model.commit._store import Effect as Effect
+from model.commit._store import HistoryRecord as HistoryRecord
+from model.commit._store import Move as Move
+from model.commit._store import StoreOperation as StoreOperation
+from model.commit._store import StoreState as StoreState
+from model.commit._store import history_page as history_page
+from model.commit._store import load_commit as load_commit
+from model.commit._store import load_commit_for_request as load_commit_for_request
+from model.commit._store import mark_committed as mark_committed
+from model.commit._store import mark_outbox_published as mark_outbox_published
+from model.commit._store import mark_published_and_committed as mark_published_and_committed
+from model.commit._store import put_record as put_record
+from model.commit._store import recovery_order as recovery_order
+from model.commit._store import reserve as reserve
+from model.commit._store import scan_recoverable_commits as scan_recoverable_commits
+from model.commit._validation import MAX_BODY_BYTES as MAX_BODY_BYTES
+from model.commit._validation import MAX_HISTORY_BYTES as MAX_HISTORY_BYTES
+from model.commit._validation import MAX_HISTORY_LIMIT as MAX_HISTORY_LIMIT
+from model.commit._validation import MAX_ID_LENGTH as MAX_ID_LENGTH
+from model.commit._validation import MAX_MENTIONS as MAX_MENTIONS
+from model.commit._validation import MAX_SCAN_ITEMS as MAX_SCAN_ITEMS
+from model.commit._validation import content_problem as content_problem
+from model.commit._validation import delivery_problem as delivery_problem
+from model.commit._validation import history_query_problem as history_query_problem
+from model.commit._validation import is_valid_client_message_id as is_valid_client_message_id
+from model.commit._validation import is_valid_id as is_valid_id
+from model.commit._validation import request_problem as request_problem
+from model.commit._validation import send_problem as send_problem
+from model.commit._values import ABSENT_RANK as ABSENT_RANK
+from model.commit._values import AuthenticatedSend as AuthenticatedSend
+from model.commit._values import ClientMessageId as ClientMessageId
+from model.commit._values import CommitIntent as CommitIntent
+from model.commit._values import CommitKey as CommitKey
+from model.commit._values import CommitStage as CommitStage
+from model.commit._values import CommittedMessage as CommittedMessage
+from model.commit._values import ConversationId as ConversationId
+from model.commit._values import DeviceId as DeviceId
+from model.commit._values import FrozenDeliveryInput as FrozenDeliveryInput
+from model.commit._values import HistoryDirection as HistoryDirection
+from model.commit._values import HistoryEntry as HistoryEntry
+from model.commit._values import HistoryPage as HistoryPage
+from model.commit._values import HistoryQuery as HistoryQuery
+from model.commit._values import LoadedCommit as LoadedCommit
+from model.commit._values import LoadedCommitted as LoadedCommitted
+from model.commit._values import LoadedInFlight as LoadedInFlight
+from model.commit._values import MessageContent as MessageContent
+from model.commit._values import MessageCoordinates as MessageCoordinates
+from model.commit._values import MessageRecord as MessageRecord
+from model.commit._values import MessageType as MessageType
+from model.commit._values import OutboxPublication as OutboxPublication
+from model.commit._values import ReserveCandidate as ReserveCandidate
+from model.commit._values import ReserveCommitted as ReserveCommitted
+from model.commit._values import ReserveCreated as ReserveCreated
+from model.commit._values import ReserveInFlight as ReserveInFlight
+from model.commit._values import ReserveResult as ReserveResult
+from model.commit._values import TenantId as TenantId
+from model.commit._values import TimestampMillis as TimestampMillis
+from model.commit._values import UserId as UserId

@@ -46,549 +46,235 @@ Layers, bottom up::
     _participant handle_command
     _rules      RULES: rule id -> statement
 
-Rule IDs enforced (statements in ``RULES`` and ``docs/saga-contract.md``)
-========================================================================
-
-==========  =====================================================================
-rule        enforced by
-==========  =====================================================================
-S-DEF-01    _definition.definition_problems, _catalog.publish
-S-CAT-01    _canonical.encode, _definition.canonical_document/definition_digest
-S-CAT-02    _catalog.publish
-S-CAT-03    _catalog.publish
-S-CAT-04    _catalog.LIFECYCLE_TRANSITIONS, next_lifecycle, change_lifecycle
-S-CAT-05    _catalog.admits_new_start, _start.start_saga
-S-CAT-06    _instance.SagaInstance, make_command, _orchestrator.handle_result
-S-CAT-07    _store.definition_references, change_lifecycle, _catalog.change_lifecycle
-S-CAT-08    _catalog.load_definition, is_loadable, _start.start_saga
-S-CAT-09    _catalog.admits_capability, _routes.register/renew_capability
-S-CAT-10    _catalog.query_definition
-S-CAT-11    _catalog.change_lifecycle, _store.release_instance/release_reference
-S-START-01  _messages.saga_id_for, _start.start_saga
-S-START-02  _start.start_saga
-S-START-03  _start.start_saga, _instance.begin, _store.stage_command
-S-START-04  _start.checkpoints, start_saga
-S-START-05  _start.start_saga, _transaction.settle
-S-START-06  _start.checkpoints
-S-START-07  _start.ALWAYS_ELIGIBLE
-S-START-08  _start.start_saga
-S-START-09  _start.start_digest_for
-S-START-10  _start.admit_payload
-S-START-11  _start.admit_payload, _values.is_json_document
-S-START-12  _instance.make_command
-S-START-13  _start.start_saga
-S-ID-01     _messages.effect_id_for, command_identity_holds
-S-ID-02     _messages.command_id_for, result_message_id_for
-S-ORCH-01   _orchestrator.verify_result, handle_result
-S-ORCH-02   _orchestrator.handle_result (_apply)
-S-ORCH-03   _orchestrator.handle_result
-S-ORCH-04   _orchestrator.handle_result, _instance.react
-S-PART-01   _participant.handle_command
-S-PART-02   _participant.handle_command
-S-PART-03   _participant.handle_command
-S-PART-04   _participant.handle_command
-S-PART-05   _participant.verify_command
-S-PART-06   _participant.handle_command
-S-STEP-01   _instance.plan, react
-S-STEP-02   _instance.plan, ended_shape
-S-STEP-03   _instance.plan, plan_is_sound
-S-STEP-04   _instance.plan
-S-STEP-05   _instance.plan, _participant.handle_command
-S-STEP-06   _instance.plan
-S-STEP-07   _instance.TERMINAL_STATUSES, ended_shape, react
-S-STEP-08   _instance.SAGA_TRANSITIONS, STEP_TRANSITIONS, awaiting_shape, journal_violations
-S-TIMER-01  _timers.fence_holds, check_fence, renew/release_timer
-S-TIMER-02  _timers.check_fence, _orchestrator.fire_timer
-S-TIMER-03  _timers.next_token, claim_timer
-S-TIMER-04  _timers.claim_timer
-S-TIMER-05  _orchestrator.fire_timer
-S-ROUTE-01  _routes.CapabilityDescriptor, register_capability
-S-ROUTE-02  _routes.next_generation, register_capability
-S-ROUTE-03  _routes.register_capability
-S-ROUTE-04  _routes.validate_transport, descriptor_violation, publisher_target
-S-ROUTE-05  _routes.is_bare_origin, is_canonical_base_path
-S-ROUTE-06  _routes.validate_transport
-S-ROUTE-07  _routes.is_kafka_topic, is_redis_stream_key
-S-ROUTE-08  _routes.validate_transport
-S-ROUTE-09  _routes.CapabilityRoute.live_at, renew_capability
-S-ROUTE-10  _store.catalog_snapshot
-S-ROUTE-11  _routes.select_capability_routes
-S-ROUTE-12  _routes.select_capability_route
-S-TX-01     _transaction.settle
-S-TX-02     _transaction.settle
-S-DLV-01    _participant.ack_is_earned, outcome ``verdict`` attributes
-S-DLV-02    _transaction.RolledBack/OutcomeUnknown verdicts
-S-DLV-03    _orchestrator.verify_result, _participant.verify_command
-S-DLV-04    _transaction.settle, _participant.ack_is_earned
-==========  =====================================================================
+Rule IDs and their statements are ``RULES`` (``_rules.py``); docs/saga-contract.md states the
+same rules and maps each to where the model enforces it, its tests and its harness check
+(section 7, Traceability).
 """
 
 # CrossHair budget for the whole package; ``_instance.plan`` raises its own.
 # crosshair: per_condition_timeout=2
 # crosshair: per_path_timeout=1
 
-from ._canonical import Canon, DecodeError, decode, derive_id, digest_of, encode, sha256_hex
-from ._catalog import (
-    ACTION_TARGET,
-    LIFECYCLE_RANK,
-    LIFECYCLE_TRANSITIONS,
-    AlreadyPublished,
-    Catalog,
-    CatalogEntry,
-    ChangeLifecycle,
-    DefinitionReference,
-    Lifecycle,
-    LifecycleAction,
-    LifecycleChanged,
-    LifecycleOutcome,
-    LifecycleUnchanged,
-    PublishDefinition,
-    Published,
-    PublishOutcome,
-    ReferenceKind,
-    admits_capability,
-    admits_new_start,
-    is_loadable,
-    next_lifecycle,
-)
-from ._definition import (
-    DefinitionArtifact,
-    StepDefinition,
-    canonical_document,
-    definition_digest,
-    definition_problems,
-)
-from ._errors import (
-    ActivationBlocked,
-    CallerError,
-    CapabilityRefused,
-    DefinitionConflict,
-    DefinitionNotLoadable,
-    DefinitionNotStartable,
-    DigestMismatch,
-    EligibilityRevoked,
-    Fault,
-    HostRefusal,
-    IllegalLifecycleTransition,
-    IllegalTransition,
-    InstanceNotReleasable,
-    InvalidDefinition,
-    LeaseExpired,
-    MessageRefused,
-    NoSuchTimer,
-    PayloadProblem,
-    PayloadRejected,
-    PeerRefusal,
-    QuotaExhausted,
-    RefusalReason,
-    Rejection,
-    RetirementBlocked,
-    RouteInvalid,
-    StaleFencingToken,
-    StaleGeneration,
-    StartConflict,
-    TimerLeased,
-    TimerNotDue,
-    UnknownCapability,
-    UnknownCommand,
-    UnknownDefinition,
-    UnknownReference,
-    UnknownSaga,
-    UnknownStep,
-)
-from ._instance import (
-    PHASE_STATUS,
-    SAGA_TRANSITIONS,
-    STEP_TRANSITIONS,
-    TERMINAL_STATUSES,
-    AttemptTimedOut,
-    Awaiting,
-    Cause,
-    Event,
-    JournalEntry,
-    Plan,
-    Reaction,
-    SagaInstance,
-    SagaStatus,
-    StepAnswered,
-    StepStatus,
-    awaiting_shape,
-    ended_shape,
-    journal_violations,
-    plan,
-    plan_is_sound,
-    react,
-    reaction_is_sound,
-    saga_transition_legal,
-    step_transition_legal,
-)
-from ._messages import (
-    CommandEnvelope,
-    ResultEnvelope,
-    command_id_for,
-    command_identity_holds,
-    effect_id_for,
-    result_message_id_for,
-    saga_id_for,
-)
-from ._orchestrator import (
-    DuplicateResult,
-    FireOutcome,
-    FireTimer,
-    ResultApplied,
-    ResultDelivery,
-    ResultOutcome,
-    StaleResult,
-    TimerFired,
-    TimerObsolete,
-    fire_timer,
-    handle_result,
-    verify_result,
-)
-from ._participant import (
-    CommandDelivery,
-    CommandOutcome,
-    CommandProcessed,
-    DeadLettered,
-    Decision,
-    DuplicateCommand,
-    GateRecord,
-    ParticipantConfig,
-    ParticipantState,
-    StepBinding,
-    ack_is_earned,
-    effect_counts,
-    handle_command,
-    verify_command,
-)
-from ._routes import (
-    AmbiguousRoute,
-    CapabilityDescriptor,
-    CapabilityKey,
-    CapabilityRegistered,
-    CapabilityRenewed,
-    CapabilityRoute,
-    NoRoute,
-    PublisherTarget,
-    RegisterCapability,
-    RegisterOutcome,
-    RenewCapability,
-    RenewOutcome,
-    RouteQuery,
-    RouteSet,
-    RouteTable,
-    RouteTarget,
-    SelectedRoute,
-    TransportViolation,
-    descriptor_violation,
-    is_bare_origin,
-    is_canonical_base_path,
-    is_kafka_topic,
-    is_redis_stream_key,
-    next_generation,
-    publisher_target,
-    route_target,
-    validate_transport,
-)
-from ._rules import RULES
-from ._start import (
-    ALWAYS_ELIGIBLE,
-    AlreadyExists,
-    Eligibility,
-    StartAttempt,
-    Started,
-    StartOutcome,
-    StartSaga,
-    admit_payload,
-    checkpoints,
-    start_digest_for,
-    start_saga,
-)
-from ._store import (
-    CatalogSnapshot,
-    CommandPublished,
-    InstanceReleased,
-    OrchestratorStore,
-    OutboxEntry,
-    RecordReference,
-    ReferenceRecorded,
-    ReferenceReleased,
-    StartReceipt,
-    catalog_snapshot,
-    change_lifecycle,
-    claim_timer,
-    definition_references,
-    journal_of,
-    load_definition,
-    mark_command_published,
-    pending_commands,
-    publish_definition,
-    query_definition,
-    record_reference,
-    register_capability,
-    release_instance,
-    release_reference,
-    release_timer,
-    renew_capability,
-    renew_timer,
-    select_capability_route,
-    select_capability_routes,
-)
-from ._timers import (
-    ClaimOutcome,
-    ClaimTimer,
-    Lease,
-    ReleaseTimer,
-    RenewTimer,
-    Timer,
-    TimerClaimed,
-    TimerReleased,
-    TimerRenewed,
-    TimerTable,
-    due_timers,
-    fence_holds,
-    next_token,
-    timer_id_for,
-)
-from ._transaction import OutcomeUnknown, RolledBack, settle
-from ._values import (
-    JSON_CONTRACT,
-    JSON_MEDIA_TYPE,
-    CommitFate,
-    DefinitionKey,
-    PayloadContract,
-    Phase,
-    ResultKind,
-    SagaPayload,
-    Transport,
-    UncertainPolicy,
-    Verdict,
-    is_json_document,
-    is_json_media_type,
-)
-
-__all__ = [
-    "ACTION_TARGET",
-    "ALWAYS_ELIGIBLE",
-    "JSON_CONTRACT",
-    "JSON_MEDIA_TYPE",
-    "LIFECYCLE_RANK",
-    "LIFECYCLE_TRANSITIONS",
-    "PHASE_STATUS",
-    "RULES",
-    "SAGA_TRANSITIONS",
-    "STEP_TRANSITIONS",
-    "TERMINAL_STATUSES",
-    "ActivationBlocked",
-    "AlreadyExists",
-    "AlreadyPublished",
-    "AmbiguousRoute",
-    "AttemptTimedOut",
-    "Awaiting",
-    "CallerError",
-    "Canon",
-    "CapabilityDescriptor",
-    "CapabilityKey",
-    "CapabilityRefused",
-    "CapabilityRegistered",
-    "CapabilityRenewed",
-    "CapabilityRoute",
-    "Catalog",
-    "CatalogEntry",
-    "CatalogSnapshot",
-    "Cause",
-    "ChangeLifecycle",
-    "ClaimOutcome",
-    "ClaimTimer",
-    "CommandDelivery",
-    "CommandEnvelope",
-    "CommandOutcome",
-    "CommandProcessed",
-    "CommandPublished",
-    "CommitFate",
-    "DeadLettered",
-    "Decision",
-    "DecodeError",
-    "DefinitionArtifact",
-    "DefinitionConflict",
-    "DefinitionKey",
-    "DefinitionNotLoadable",
-    "DefinitionNotStartable",
-    "DefinitionReference",
-    "DigestMismatch",
-    "DuplicateCommand",
-    "DuplicateResult",
-    "Eligibility",
-    "EligibilityRevoked",
-    "Event",
-    "Fault",
-    "FireOutcome",
-    "FireTimer",
-    "GateRecord",
-    "HostRefusal",
-    "IllegalLifecycleTransition",
-    "IllegalTransition",
-    "InstanceNotReleasable",
-    "InstanceReleased",
-    "InvalidDefinition",
-    "JournalEntry",
-    "Lease",
-    "LeaseExpired",
-    "Lifecycle",
-    "LifecycleAction",
-    "LifecycleChanged",
-    "LifecycleOutcome",
-    "LifecycleUnchanged",
-    "MessageRefused",
-    "NoRoute",
-    "NoSuchTimer",
-    "OrchestratorStore",
-    "OutboxEntry",
-    "OutcomeUnknown",
-    "ParticipantConfig",
-    "ParticipantState",
-    "PayloadContract",
-    "PayloadProblem",
-    "PayloadRejected",
-    "PeerRefusal",
-    "Phase",
-    "Plan",
-    "PublishDefinition",
-    "PublishOutcome",
-    "Published",
-    "PublisherTarget",
-    "QuotaExhausted",
-    "Reaction",
-    "RecordReference",
-    "ReferenceKind",
-    "ReferenceRecorded",
-    "ReferenceReleased",
-    "RefusalReason",
-    "RegisterCapability",
-    "RegisterOutcome",
-    "Rejection",
-    "ReleaseTimer",
-    "RenewCapability",
-    "RenewOutcome",
-    "RenewTimer",
-    "ResultApplied",
-    "ResultDelivery",
-    "ResultEnvelope",
-    "ResultKind",
-    "ResultOutcome",
-    "RetirementBlocked",
-    "RolledBack",
-    "RouteInvalid",
-    "RouteQuery",
-    "RouteSet",
-    "RouteTable",
-    "RouteTarget",
-    "SagaInstance",
-    "SagaPayload",
-    "SagaStatus",
-    "SelectedRoute",
-    "StaleFencingToken",
-    "StaleGeneration",
-    "StaleResult",
-    "StartAttempt",
-    "StartConflict",
-    "StartOutcome",
-    "StartReceipt",
-    "StartSaga",
-    "Started",
-    "StepAnswered",
-    "StepBinding",
-    "StepDefinition",
-    "StepStatus",
-    "Timer",
-    "TimerClaimed",
-    "TimerFired",
-    "TimerLeased",
-    "TimerNotDue",
-    "TimerObsolete",
-    "TimerReleased",
-    "TimerRenewed",
-    "TimerTable",
-    "Transport",
-    "TransportViolation",
-    "UncertainPolicy",
-    "UnknownCapability",
-    "UnknownCommand",
-    "UnknownDefinition",
-    "UnknownReference",
-    "UnknownSaga",
-    "UnknownStep",
-    "Verdict",
-    "ack_is_earned",
-    "admit_payload",
-    "admits_capability",
-    "admits_new_start",
-    "awaiting_shape",
-    "canonical_document",
-    "catalog_snapshot",
-    "change_lifecycle",
-    "checkpoints",
-    "claim_timer",
-    "command_id_for",
-    "command_identity_holds",
-    "decode",
-    "definition_digest",
-    "definition_problems",
-    "definition_references",
-    "derive_id",
-    "descriptor_violation",
-    "digest_of",
-    "due_timers",
-    "effect_counts",
-    "effect_id_for",
-    "encode",
-    "ended_shape",
-    "fence_holds",
-    "fire_timer",
-    "handle_command",
-    "handle_result",
-    "is_bare_origin",
-    "is_canonical_base_path",
-    "is_json_document",
-    "is_json_media_type",
-    "is_kafka_topic",
-    "is_loadable",
-    "is_redis_stream_key",
-    "journal_of",
-    "journal_violations",
-    "load_definition",
-    "mark_command_published",
-    "next_generation",
-    "next_lifecycle",
-    "next_token",
-    "pending_commands",
-    "plan",
-    "plan_is_sound",
-    "publish_definition",
-    "publisher_target",
-    "query_definition",
-    "react",
-    "reaction_is_sound",
-    "record_reference",
-    "register_capability",
-    "release_instance",
-    "release_reference",
-    "release_timer",
-    "renew_capability",
-    "renew_timer",
-    "result_message_id_for",
-    "route_target",
-    "saga_id_for",
-    "saga_transition_legal",
-    "select_capability_route",
-    "select_capability_routes",
-    "settle",
-    "sha256_hex",
-    "start_digest_for",
-    "start_saga",
-    "step_transition_legal",
-    "timer_id_for",
-    "validate_transport",
-    "verify_command",
-    "verify_result",
-]
+from ._canonical import Canon as Canon
+from ._canonical import DecodeError as DecodeError
+from ._canonical import decode as decode
+from ._canonical import derive_id as derive_id
+from ._canonical import digest_of as digest_of
+from ._canonical import encode as encode
+from ._canonical import sha256_hex as sha256_hex
+from ._catalog import ACTION_TARGET as ACTION_TARGET
+from ._catalog import LIFECYCLE_RANK as LIFECYCLE_RANK
+from ._catalog import LIFECYCLE_TRANSITIONS as LIFECYCLE_TRANSITIONS
+from ._catalog import AlreadyPublished as AlreadyPublished
+from ._catalog import Catalog as Catalog
+from ._catalog import CatalogEntry as CatalogEntry
+from ._catalog import ChangeLifecycle as ChangeLifecycle
+from ._catalog import DefinitionReference as DefinitionReference
+from ._catalog import Lifecycle as Lifecycle
+from ._catalog import LifecycleAction as LifecycleAction
+from ._catalog import LifecycleChanged as LifecycleChanged
+from ._catalog import LifecycleOutcome as LifecycleOutcome
+from ._catalog import LifecycleUnchanged as LifecycleUnchanged
+from ._catalog import PublishDefinition as PublishDefinition
+from ._catalog import Published as Published
+from ._catalog import PublishOutcome as PublishOutcome
+from ._catalog import ReferenceKind as ReferenceKind
+from ._catalog import admits_capability as admits_capability
+from ._catalog import admits_new_start as admits_new_start
+from ._catalog import is_loadable as is_loadable
+from ._catalog import next_lifecycle as next_lifecycle
+from ._definition import DefinitionArtifact as DefinitionArtifact
+from ._definition import StepDefinition as StepDefinition
+from ._definition import canonical_document as canonical_document
+from ._definition import definition_digest as definition_digest
+from ._definition import definition_problems as definition_problems
+from ._errors import ActivationBlocked as ActivationBlocked
+from ._errors import CallerError as CallerError
+from ._errors import CapabilityRefused as CapabilityRefused
+from ._errors import DefinitionConflict as DefinitionConflict
+from ._errors import DefinitionNotLoadable as DefinitionNotLoadable
+from ._errors import DefinitionNotStartable as DefinitionNotStartable
+from ._errors import DigestMismatch as DigestMismatch
+from ._errors import EligibilityRevoked as EligibilityRevoked
+from ._errors import Fault as Fault
+from ._errors import HostRefusal as HostRefusal
+from ._errors import IllegalLifecycleTransition as IllegalLifecycleTransition
+from ._errors import IllegalTransition as IllegalTransition
+from ._errors import InstanceNotReleasable as InstanceNotReleasable
+from ._errors import InvalidDefinition as InvalidDefinition
+from ._errors import LeaseExpired as LeaseExpired
+from ._errors import MessageRefused as MessageRefused
+from ._errors import NoSuchTimer as NoSuchTimer
+from ._errors import PayloadProblem as PayloadProblem
+from ._errors import PayloadRejected as PayloadRejected
+from ._errors import PeerRefusal as PeerRefusal
+from ._errors import QuotaExhausted as QuotaExhausted
+from ._errors import RefusalReason as RefusalReason
+from ._errors import Rejection as Rejection
+from ._errors import RetirementBlocked as RetirementBlocked
+from ._errors import RouteInvalid as RouteInvalid
+from ._errors import StaleFencingToken as StaleFencingToken
+from ._errors import StaleGeneration as StaleGeneration
+from ._errors import StartConflict as StartConflict
+from ._errors import TimerLeased as TimerLeased
+from ._errors import TimerNotDue as TimerNotDue
+from ._errors import UnknownCapability as UnknownCapability
+from ._errors import UnknownCommand as UnknownCommand
+from ._errors import UnknownDefinition as UnknownDefinition
+from ._errors import UnknownReference as UnknownReference
+from ._errors import UnknownSaga as UnknownSaga
+from ._errors import UnknownStep as UnknownStep
+from ._instance import PHASE_STATUS as PHASE_STATUS
+from ._instance import SAGA_TRANSITIONS as SAGA_TRANSITIONS
+from ._instance import STEP_TRANSITIONS as STEP_TRANSITIONS
+from ._instance import TERMINAL_STATUSES as TERMINAL_STATUSES
+from ._instance import AttemptTimedOut as AttemptTimedOut
+from ._instance import Awaiting as Awaiting
+from ._instance import Cause as Cause
+from ._instance import Event as Event
+from ._instance import JournalEntry as JournalEntry
+from ._instance import Plan as Plan
+from ._instance import Reaction as Reaction
+from ._instance import SagaInstance as SagaInstance
+from ._instance import SagaStatus as SagaStatus
+from ._instance import StepAnswered as StepAnswered
+from ._instance import StepStatus as StepStatus
+from ._instance import awaiting_shape as awaiting_shape
+from ._instance import ended_shape as ended_shape
+from ._instance import journal_violations as journal_violations
+from ._instance import plan as plan
+from ._instance import plan_is_sound as plan_is_sound
+from ._instance import react as react
+from ._instance import reaction_is_sound as reaction_is_sound
+from ._instance import saga_transition_legal as saga_transition_legal
+from ._instance import step_transition_legal as step_transition_legal
+from ._messages import CommandEnvelope as CommandEnvelope
+from ._messages import ResultEnvelope as ResultEnvelope
+from ._messages import command_id_for as command_id_for
+from ._messages import command_identity_holds as command_identity_holds
+from ._messages import effect_id_for as effect_id_for
+from ._messages import result_message_id_for as result_message_id_for
+from ._messages import saga_id_for as saga_id_for
+from ._orchestrator import DuplicateResult as DuplicateResult
+from ._orchestrator import FireOutcome as FireOutcome
+from ._orchestrator import FireTimer as FireTimer
+from ._orchestrator import ResultApplied as ResultApplied
+from ._orchestrator import ResultDelivery as ResultDelivery
+from ._orchestrator import ResultOutcome as ResultOutcome
+from ._orchestrator import StaleResult as StaleResult
+from ._orchestrator import TimerFired as TimerFired
+from ._orchestrator import TimerObsolete as TimerObsolete
+from ._orchestrator import fire_timer as fire_timer
+from ._orchestrator import handle_result as handle_result
+from ._orchestrator import verify_result as verify_result
+from ._participant import CommandDelivery as CommandDelivery
+from ._participant import CommandOutcome as CommandOutcome
+from ._participant import CommandProcessed as CommandProcessed
+from ._participant import DeadLettered as DeadLettered
+from ._participant import Decision as Decision
+from ._participant import DuplicateCommand as DuplicateCommand
+from ._participant import GateRecord as GateRecord
+from ._participant import ParticipantConfig as ParticipantConfig
+from ._participant import ParticipantState as ParticipantState
+from ._participant import StepBinding as StepBinding
+from ._participant import ack_is_earned as ack_is_earned
+from ._participant import effect_counts as effect_counts
+from ._participant import handle_command as handle_command
+from ._participant import verify_command as verify_command
+from ._routes import AmbiguousRoute as AmbiguousRoute
+from ._routes import CapabilityDescriptor as CapabilityDescriptor
+from ._routes import CapabilityKey as CapabilityKey
+from ._routes import CapabilityRegistered as CapabilityRegistered
+from ._routes import CapabilityRenewed as CapabilityRenewed
+from ._routes import CapabilityRoute as CapabilityRoute
+from ._routes import NoRoute as NoRoute
+from ._routes import PublisherTarget as PublisherTarget
+from ._routes import RegisterCapability as RegisterCapability
+from ._routes import RegisterOutcome as RegisterOutcome
+from ._routes import RenewCapability as RenewCapability
+from ._routes import RenewOutcome as RenewOutcome
+from ._routes import RouteQuery as RouteQuery
+from ._routes import RouteSet as RouteSet
+from ._routes import RouteTable as RouteTable
+from ._routes import RouteTarget as RouteTarget
+from ._routes import SelectedRoute as SelectedRoute
+from ._routes import TransportViolation as TransportViolation
+from ._routes import descriptor_violation as descriptor_violation
+from ._routes import is_bare_origin as is_bare_origin
+from ._routes import is_canonical_base_path as is_canonical_base_path
+from ._routes import is_kafka_topic as is_kafka_topic
+from ._routes import is_redis_stream_key as is_redis_stream_key
+from ._routes import next_generation as next_generation
+from ._routes import publisher_target as publisher_target
+from ._routes import route_target as route_target
+from ._routes import validate_transport as validate_transport
+from ._rules import RULES as RULES
+from ._start import ALWAYS_ELIGIBLE as ALWAYS_ELIGIBLE
+from ._start import AlreadyExists as AlreadyExists
+from ._start import Eligibility as Eligibility
+from ._start import StartAttempt as StartAttempt
+from ._start import Started as Started
+from ._start import StartOutcome as StartOutcome
+from ._start import StartSaga as StartSaga
+from ._start import admit_payload as admit_payload
+from ._start import checkpoints as checkpoints
+from ._start import start_digest_for as start_digest_for
+from ._start import start_saga as start_saga
+from ._store import CatalogSnapshot as CatalogSnapshot
+from ._store import CommandPublished as CommandPublished
+from ._store import InstanceReleased as InstanceReleased
+from ._store import OrchestratorStore as OrchestratorStore
+from ._store import OutboxEntry as OutboxEntry
+from ._store import RecordReference as RecordReference
+from ._store import ReferenceRecorded as ReferenceRecorded
+from ._store import ReferenceReleased as ReferenceReleased
+from ._store import StartReceipt as StartReceipt
+from ._store import catalog_snapshot as catalog_snapshot
+from ._store import change_lifecycle as change_lifecycle
+from ._store import claim_timer as claim_timer
+from ._store import definition_references as definition_references
+from ._store import journal_of as journal_of
+from ._store import load_definition as load_definition
+from ._store import mark_command_published as mark_command_published
+from ._store import pending_commands as pending_commands
+from ._store import publish_definition as publish_definition
+from ._store import query_definition as query_definition
+from ._store import record_reference as record_reference
+from ._store import register_capability as register_capability
+from ._store import release_instance as release_instance
+from ._store import release_reference as release_reference
+from ._store import release_timer as release_timer
+from ._store import renew_capability as renew_capability
+from ._store import renew_timer as renew_timer
+from ._store import select_capability_route as select_capability_route
+from ._store import select_capability_routes as select_capability_routes
+from ._timers import ClaimOutcome as ClaimOutcome
+from ._timers import ClaimTimer as ClaimTimer
+from ._timers import Lease as Lease
+from ._timers import ReleaseTimer as ReleaseTimer
+from ._timers import RenewTimer as RenewTimer
+from ._timers import Timer as Timer
+from ._timers import TimerClaimed as TimerClaimed
+from ._timers import TimerReleased as TimerReleased
+from ._timers import TimerRenewed as TimerRenewed
+from ._timers import TimerTable as TimerTable
+from ._timers import due_timers as due_timers
+from ._timers import fence_holds as fence_holds
+from ._timers import next_token as next_token
+from ._timers import timer_id_for as timer_id_for
+from ._transaction import OutcomeUnknown as OutcomeUnknown
+from ._transaction import RolledBack as RolledBack
+from ._transaction import settle as settle
+from ._values import JSON_CONTRACT as JSON_CONTRACT
+from ._values import JSON_MEDIA_TYPE as JSON_MEDIA_TYPE
+from ._values import CommitFate as CommitFate
+from ._values import DefinitionKey as DefinitionKey
+from ._values import PayloadContract as PayloadContract
+from ._values import Phase as Phase
+from ._values import ResultKind as ResultKind
+from ._values import SagaPayload as SagaPayload
+from ._values import Transport as Transport
+from ._values import UncertainPolicy as UncertainPolicy
+from ._values import Verdict as Verdict
+from ._values import is_json_document as is_json_document
+from ._values import is_json_media_type as is_json_media_type
