@@ -1,0 +1,144 @@
+//! What differs between the two database wrappers, behind one trait.
+//!
+//! Everything saga-related is generic over `Engine::Backend` (nasaga's `SagaBackend`); an engine
+//! only knows how to make a schema/database, build and register a named pool, call its wrapper's
+//! schema and catalog functions, run an outer transaction, and read raw rows back.
+
+pub mod mysql;
+pub mod pg;
+
+use std::future::Future;
+use std::pin::Pin;
+
+use nasaga_backend::{SagaBackend, SagaBackendFactory};
+use nasaga_core::ServiceIdentity;
+use nasaga_runtime_core::{
+    CapabilityDescriptor, CapabilityReceipt, DefinitionActivationGate, DefinitionArtifact,
+    DefinitionLifecycleOperation, DefinitionPublishDisposition, DefinitionRecord,
+    DynamicCatalogSnapshot,
+};
+use naoutbox_core::{DispatchReport, OutboxPublisher};
+use serde_json::Value;
+
+pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
+
+/// One effect the harness step implementation wrote inside the participant transaction.
+#[derive(Debug, Clone)]
+pub struct EffectRecord {
+    pub saga_id: String,
+    pub step: String,
+    pub phase: String,
+    pub attempt: i64,
+    pub effect_id: String,
+    pub command_id: String,
+    pub decision: String,
+}
+
+/// The name of the host-owned business table each participant datasource gets.
+pub const EFFECT_TABLE: &str = "ratchet_effect";
+
+#[allow(async_fn_in_trait)]
+pub trait Engine: Sized + 'static {
+    type Backend: SagaBackend + SagaBackendFactory + 'static;
+    type Pool: Clone;
+
+    /// `postgres` or `mysql`.
+    fn name(&self) -> &'static str;
+    /// The server version string, for `hello`.
+    async fn server_version(&self) -> anyhow::Result<String>;
+    /// Creates (`create = true`, failing if it exists) or checks (`create = false`) a container:
+    /// a schema on PostgreSQL, a database on MariaDB/MySQL.
+    async fn prepare_container(&self, container: &str, create: bool) -> anyhow::Result<()>;
+    /// Drops a container (used by `close_namespace {drop: true}`).
+    async fn drop_container(&self, container: &str) -> anyhow::Result<()>;
+    /// Builds a lazy pool bound to the container and registers it under `datasource`.
+    fn register_pool(
+        &self,
+        datasource: &str,
+        container: &str,
+        max_connections: u32,
+    ) -> anyhow::Result<Self::Pool>;
+    async fn close_pool(pool: &Self::Pool);
+    fn pool_size(pool: &Self::Pool) -> u32;
+
+    async fn ensure_orchestrator_schema(datasource: &str) -> anyhow::Result<()>;
+    async fn ensure_participant_schema(datasource: &str) -> anyhow::Result<()>;
+    async fn ensure_effect_table(datasource: &str) -> anyhow::Result<()>;
+    /// Writes one effect row through the participant's ambient transaction.
+    fn record_effect(datasource: String, effect: EffectRecord) -> BoxFut<'static, anyhow::Result<()>>;
+    /// Runs `body` inside an outer transaction on `datasource` that commits when `commit`.
+    async fn run_outer<T>(
+        datasource: &str,
+        commit: bool,
+        body: impl Future<Output = anyhow::Result<T>>,
+    ) -> anyhow::Result<T>;
+
+    // The wrapper's catalog functions (same signatures in both crates).
+    async fn publish_definition(
+        datasource: &str,
+        actor: &ServiceIdentity,
+        artifact: &DefinitionArtifact,
+    ) -> anyhow::Result<(DefinitionPublishDisposition, DefinitionRecord)>;
+    async fn register_capability(
+        datasource: &str,
+        actor: &ServiceIdentity,
+        descriptor: &CapabilityDescriptor,
+    ) -> anyhow::Result<CapabilityReceipt>;
+    async fn load_dynamic_catalog(datasource: &str) -> anyhow::Result<DynamicCatalogSnapshot>;
+    async fn load_definition(
+        datasource: &str,
+        tenant: &str,
+        workflow: &str,
+        version: u32,
+    ) -> anyhow::Result<Option<DefinitionRecord>>;
+    async fn acknowledge_generation(
+        datasource: &str,
+        service: &ServiceIdentity,
+        replica: &str,
+        generation: u64,
+        digest: &str,
+        activation_contract_digest: &str,
+        lease_ms: u64,
+    ) -> anyhow::Result<i64>;
+    async fn activate_definition(
+        datasource: &str,
+        actor: &ServiceIdentity,
+        gate: &DefinitionActivationGate,
+        key: (&str, &str, u32),
+        operation: Option<&DefinitionLifecycleOperation>,
+    ) -> anyhow::Result<DefinitionRecord>;
+    async fn deprecate_definition(
+        datasource: &str,
+        actor: &ServiceIdentity,
+        key: (&str, &str, u32),
+        operation: Option<&DefinitionLifecycleOperation>,
+    ) -> anyhow::Result<DefinitionRecord>;
+    async fn retire_definition(
+        datasource: &str,
+        actor: &ServiceIdentity,
+        key: (&str, &str, u32),
+        operation: &DefinitionLifecycleOperation,
+    ) -> anyhow::Result<DefinitionRecord>;
+
+    /// nasaga's own outbox dispatcher on `datasource` (marks the published prefix dispatched).
+    async fn dispatch_outbox(
+        datasource: &str,
+        publisher: &(dyn OutboxPublisher + Sync),
+        limit: u32,
+    ) -> anyhow::Result<DispatchReport>;
+
+    // Raw read-backs (the same portable columns on both engines).
+    async fn outbox_rows(datasource: &str, after_id: i64, pending_only: bool)
+        -> anyhow::Result<Vec<Value>>;
+    async fn timer_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>>;
+    async fn inbox_rows(datasource: &str) -> anyhow::Result<Vec<Value>>;
+    async fn effect_rows(datasource: &str) -> anyhow::Result<Vec<Value>>;
+    async fn gate_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>>;
+}
+
+/// Decodes an outbox payload for the response: the envelope JSON verbatim when it parses.
+pub fn payload_json(payload: &[u8]) -> Value {
+    serde_json::from_slice(payload).unwrap_or_else(|_| {
+        serde_json::json!({"undecodable_hex": hex::encode(payload)})
+    })
+}
