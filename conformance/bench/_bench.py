@@ -28,6 +28,10 @@ from conformance.bench._environment import Machine, load_average, machine
 from conformance.bench._figures import MISS, NOT_MEASURED, PASS, Spread, Tally, TargetCheck, at_least
 from conformance.bench._floor import Floor, FloorProbe, open_floor, timed_loop
 from conformance.bench._guard import guarded as guard
+from conformance.bench._options import ALL_BACKENDS as ALL_BACKENDS
+from conformance.bench._options import COMMIT_SUITES as COMMIT_SUITES
+from conformance.bench._options import SUITES as SUITES
+from conformance.bench._options import BenchOptions as BenchOptions
 from conformance.bench._redis_footprint import (
     TARGET_COMMITTED_BYTES,
     TARGET_ENCODING,
@@ -44,39 +48,12 @@ from conformance.bench._workload import SHORT_IDS, membership, new_namespace, op
 from impls.api import SystemClock
 from impls.commit import MessageCommitter
 
-ALL_BACKENDS = tuple(dict.fromkeys((*COMMIT_BACKENDS, *SAGA_BACKENDS)))  # + sqlite, postgres, mysql
-COMMIT_SUITES = ("store", "commit")
-# The default leaves the saga side out: with it, a --quick run took 121 s on this 2-core machine
-# under a load average of 5 (commit side 47 s, saga side 75 s), over issue 9's two minutes.
-SUITES = COMMIT_SUITES
 STEPS_PER_SECOND_TARGETS = {"memory": 1000.0, "redis": 400.0, "cql": 40.0}
 FLOOR_RATIO_TARGET = 50.0  # percent: a fresh Redis commit vs the same round trips of EVALSHA
 RATE_SLICES = 10  # a commit-rate run alternates floor and Ratchet this many times
 
 Progress = Callable[[str], None]
 T = TypeVar("T")
-
-
-@attrs.frozen
-class BenchOptions:
-    """Sizes of one bench run: ``preset(quick=True)`` fits in two minutes; the default is the docs' run."""
-
-    backends: tuple[str, ...] = ALL_BACKENDS
-    suites: tuple[str, ...] = SUITES
-    runs: int = 5
-    examples: int | None = None  # per throughput run; None: the ci profile's
-    steps: int | None = None  # per example, at most; None: the ci profile's
-    cost_repeats: int = 10  # commits measured per commit-cost case
-    rate_seconds: float = 2.0  # per commit-rate (and floor-probe) run
-    seed: int = 0  # throughput run i uses seed + i: the same programs on every backend
-    quick: bool = False
-
-    @classmethod
-    def preset(cls, *, quick: bool) -> BenchOptions:
-        """``quick``: 3 runs of short programs, half-second rate runs; else 5 runs of the ci profile."""
-        if quick:
-            return cls(runs=3, examples=15, cost_repeats=3, rate_seconds=0.5, quick=True)
-        return cls()
 
 
 @attrs.frozen

@@ -34,7 +34,7 @@ from conformance.bench._saga_workload import command_for, opened, participant, r
 from conformance.bench._workload import new_namespace
 
 if TYPE_CHECKING:
-    from conformance.bench._bench import BenchOptions
+    from conformance.bench._options import BenchOptions
 
 Progress = Callable[[str], None]
 T = TypeVar("T")

@@ -69,16 +69,12 @@ from ._catalog import AlreadyPublished as AlreadyPublished
 from ._catalog import Catalog as Catalog
 from ._catalog import CatalogEntry as CatalogEntry
 from ._catalog import ChangeLifecycle as ChangeLifecycle
-from ._catalog import DefinitionReference as DefinitionReference
-from ._catalog import Lifecycle as Lifecycle
-from ._catalog import LifecycleAction as LifecycleAction
 from ._catalog import LifecycleChanged as LifecycleChanged
 from ._catalog import LifecycleOutcome as LifecycleOutcome
 from ._catalog import LifecycleUnchanged as LifecycleUnchanged
 from ._catalog import PublishDefinition as PublishDefinition
 from ._catalog import Published as Published
 from ._catalog import PublishOutcome as PublishOutcome
-from ._catalog import ReferenceKind as ReferenceKind
 from ._catalog import admits_capability as admits_capability
 from ._catalog import admits_new_start as admits_new_start
 from ._catalog import is_loadable as is_loadable
@@ -136,7 +132,6 @@ from ._instance import JournalEntry as JournalEntry
 from ._instance import Plan as Plan
 from ._instance import Reaction as Reaction
 from ._instance import SagaInstance as SagaInstance
-from ._instance import SagaStatus as SagaStatus
 from ._instance import StepAnswered as StepAnswered
 from ._instance import StepStatus as StepStatus
 from ._instance import awaiting_shape as awaiting_shape
@@ -148,6 +143,13 @@ from ._instance import react as react
 from ._instance import reaction_is_sound as reaction_is_sound
 from ._instance import saga_transition_legal as saga_transition_legal
 from ._instance import step_transition_legal as step_transition_legal
+from ._keys import CapabilityKey as CapabilityKey
+from ._keys import DefinitionReference as DefinitionReference
+from ._keys import Lifecycle as Lifecycle
+from ._keys import LifecycleAction as LifecycleAction
+from ._keys import ReferenceKind as ReferenceKind
+from ._keys import SagaStatus as SagaStatus
+from ._keys import TransportViolation as TransportViolation
 from ._messages import CommandEnvelope as CommandEnvelope
 from ._messages import ResultEnvelope as ResultEnvelope
 from ._messages import command_id_for as command_id_for
@@ -183,7 +185,6 @@ from ._participant import handle_command as handle_command
 from ._participant import verify_command as verify_command
 from ._routes import AmbiguousRoute as AmbiguousRoute
 from ._routes import CapabilityDescriptor as CapabilityDescriptor
-from ._routes import CapabilityKey as CapabilityKey
 from ._routes import CapabilityRegistered as CapabilityRegistered
 from ._routes import CapabilityRenewed as CapabilityRenewed
 from ._routes import CapabilityRoute as CapabilityRoute
@@ -198,7 +199,6 @@ from ._routes import RouteSet as RouteSet
 from ._routes import RouteTable as RouteTable
 from ._routes import RouteTarget as RouteTarget
 from ._routes import SelectedRoute as SelectedRoute
-from ._routes import TransportViolation as TransportViolation
 from ._routes import descriptor_violation as descriptor_violation
 from ._routes import is_bare_origin as is_bare_origin
 from ._routes import is_canonical_base_path as is_canonical_base_path

@@ -11,9 +11,8 @@ state is an idempotent no-op (a retry after an unknown outcome); anything else i
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, TypeAlias
+from typing import TypeAlias
 
 import attrs
 
@@ -33,24 +32,8 @@ from ._errors import (
     RetirementBlocked,
     UnknownDefinition,
 )
+from ._keys import CapabilityKey, DefinitionReference, Lifecycle, LifecycleAction
 from ._values import DefinitionKey
-
-if TYPE_CHECKING:
-    from ._routes import CapabilityKey
-
-
-class Lifecycle(enum.Enum):
-    CANDIDATE = "candidate"
-    ACTIVE = "active"
-    DEPRECATED = "deprecated"
-    RETIRED = "retired"
-
-
-class LifecycleAction(enum.Enum):
-    ACTIVATE = "activate"
-    DEPRECATE = "deprecate"
-    RETIRE = "retire"
-
 
 #: Forward-only rank; a lifecycle never moves to a lower rank (S-CAT-04).
 LIFECYCLE_RANK: Mapping[Lifecycle, int] = {
@@ -106,23 +89,6 @@ def admits_capability(lifecycle: Lifecycle) -> bool:
     post: __return__ == (lifecycle is not Lifecycle.RETIRED)
     """
     return lifecycle is not Lifecycle.RETIRED
-
-
-class ReferenceKind(enum.Enum):
-    """Facts that keep a definition from retiring (S-CAT-07)."""
-
-    INSTANCE = "instance"
-    MIGRATION = "migration"
-    AUDIT = "audit"
-    OUTBOX = "outbox"
-    CAPABILITY_LEASE = "capability_lease"
-
-
-@attrs.frozen
-class DefinitionReference:
-    kind: ReferenceKind
-    key: DefinitionKey
-    ref_id: str
 
 
 @attrs.frozen

@@ -12,16 +12,19 @@ contract outcome. The three bases say who must act:
 from __future__ import annotations
 
 import enum
-from typing import TYPE_CHECKING, ClassVar
+from typing import ClassVar
 
 import attrs
 
+from ._keys import (
+    CapabilityKey,
+    DefinitionReference,
+    Lifecycle,
+    LifecycleAction,
+    SagaStatus,
+    TransportViolation,
+)
 from ._values import DefinitionKey, Verdict
-
-if TYPE_CHECKING:
-    from ._catalog import DefinitionReference, Lifecycle, LifecycleAction
-    from ._instance import SagaStatus
-    from ._routes import CapabilityKey, TransportViolation
 
 
 class Fault(enum.Enum):

@@ -23,18 +23,9 @@ import attrs
 
 from ._definition import DefinitionArtifact
 from ._errors import IllegalTransition
+from ._keys import SagaStatus
 from ._messages import CommandEnvelope, command_id_for, effect_id_for
 from ._values import DefinitionKey, Phase, ResultKind, SagaPayload, UncertainPolicy
-
-
-class SagaStatus(enum.Enum):
-    RUNNING = "running"
-    RESOLVING = "resolving"
-    COMPENSATING = "compensating"
-    COMPLETED = "completed"
-    COMPENSATED = "compensated"
-    AWAITING_MANUAL_INTERVENTION = "awaiting_manual_intervention"
-
 
 #: The only statuses an instance can end in (S-STEP-07).
 TERMINAL_STATUSES: frozenset[SagaStatus] = frozenset(

@@ -13,7 +13,6 @@ replica unroutable and touches nothing else (S-ROUTE-09).
 
 from __future__ import annotations
 
-import enum
 from collections.abc import Mapping
 from typing import TypeAlias
 
@@ -32,18 +31,8 @@ from ._errors import (
     UnknownDefinition,
     UnknownStep,
 )
-from ._values import DefinitionKey, Transport, name_validator
-
-
-class TransportViolation(enum.Enum):
-    HTTP_ORIGIN_NOT_BARE = "http_origin_not_bare"
-    HTTP_BASE_PATH_NOT_CANONICAL = "http_base_path_not_canonical"
-    GRPC_ORIGIN_NOT_BARE_HTTPS = "grpc_origin_not_bare_https"
-    KAFKA_TOPIC_INVALID = "kafka_topic_invalid"
-    REDIS_STREAM_KEY_INVALID = "redis_stream_key_invalid"
-    PATH_ON_NON_HTTP = "path_on_non_http"
-    CREDENTIALS_DIGEST_INVALID = "credentials_digest_invalid"
-
+from ._keys import CapabilityKey, TransportViolation
+from ._values import DefinitionKey, Transport
 
 _HOST_CHARS = frozenset("abcdefghijklmnopqrstuvwxyz0123456789-")
 _PATH_CHARS = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-._~")
@@ -151,16 +140,6 @@ def validate_transport(
         return None if is_kafka_topic(address) else TransportViolation.KAFKA_TOPIC_INVALID
     ok = is_redis_stream_key(address)
     return None if ok else TransportViolation.REDIS_STREAM_KEY_INVALID
-
-
-@attrs.frozen
-class CapabilityKey:
-    """The capability row a generation is allocated under (S-ROUTE-02)."""
-
-    definition: DefinitionKey
-    step_index: int
-    owner: str = attrs.field(validator=name_validator)
-    replica: str = attrs.field(validator=name_validator)
 
 
 @attrs.frozen

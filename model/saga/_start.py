@@ -22,7 +22,7 @@ from typing import TypeAlias
 import attrs
 
 from ._canonical import digest_of
-from ._catalog import Lifecycle, admits_new_start
+from ._catalog import admits_new_start
 from ._errors import (
     DefinitionNotLoadable,
     DefinitionNotStartable,
@@ -34,6 +34,7 @@ from ._errors import (
     UnknownDefinition,
 )
 from ._instance import begin
+from ._keys import Lifecycle
 from ._messages import saga_id_for
 from ._store import OrchestratorStore, StartReceipt, stage_command
 from ._transaction import OutcomeUnknown, RolledBack, settle

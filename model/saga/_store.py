@@ -17,13 +17,11 @@ from ._catalog import (
     Catalog,
     CatalogEntry,
     ChangeLifecycle,
-    DefinitionReference,
     LifecycleChanged,
     LifecycleOutcome,
     PublishDefinition,
     Published,
     PublishOutcome,
-    ReferenceKind,
     admits_capability,
     is_loadable,
 )
@@ -42,6 +40,7 @@ from ._errors import (
     UnknownSaga,
 )
 from ._instance import TERMINAL_STATUSES, JournalEntry, SagaInstance
+from ._keys import DefinitionReference, ReferenceKind
 from ._messages import CommandEnvelope
 from ._routes import (
     AmbiguousRoute,
