@@ -183,16 +183,32 @@ impl<E: Engine> Host<E> {
         }))
     }
 
-    async fn open_role(&self, ns: &str, role: &str, create: bool) -> anyhow::Result<Role<E>> {
+    async fn open_role(
+        &self,
+        ns: &str,
+        role: &str,
+        create: bool,
+        created: &mut Vec<String>,
+    ) -> anyhow::Result<Role<E>> {
         let container = format!("{}{ns}_{role}", container_prefix(self.engine.name()));
         self.engine.prepare_container(&container, create).await?;
+        if create {
+            created.push(container.clone());
+        }
         let datasource = format!("{ns}.{role}.g{}", self.next_seq());
         let pool = self.engine.register_pool(&datasource, &container, 2)?;
-        if role == "orch" {
-            E::ensure_orchestrator_schema(&datasource).await?;
-        } else {
-            E::ensure_participant_schema(&datasource).await?;
-            E::ensure_effect_table(&datasource).await?;
+        let schema = async {
+            if role == "orch" {
+                E::ensure_orchestrator_schema(&datasource).await
+            } else {
+                E::ensure_participant_schema(&datasource).await?;
+                E::ensure_effect_table(&datasource).await
+            }
+        }
+        .await;
+        if let Err(error) = schema {
+            E::close_pool(&pool).await;
+            return Err(error);
         }
         Ok(Role {
             datasource,
@@ -229,17 +245,24 @@ impl<E: Engine> Host<E> {
         let config = orchestrator_config(args)?;
 
         let mut opened: Vec<Role<E>> = Vec::new();
+        let mut created: Vec<String> = Vec::new();
         let result: anyhow::Result<()> = async {
-            opened.push(self.open_role(&name, "orch", create).await?);
+            opened.push(self.open_role(&name, "orch", create, &mut created).await?);
             for owner in &owners {
-                opened.push(self.open_role(&name, owner, create).await?);
+                opened.push(self.open_role(&name, owner, create, &mut created).await?);
             }
             Ok(())
         }
         .await;
         if let Err(error) = result {
+            // A failed open leaves nothing behind: pools closed, containers it created dropped.
             for role in &opened {
                 E::close_pool(&role.pool).await;
+            }
+            for container in &created {
+                if let Err(drop_error) = self.engine.drop_container(container).await {
+                    eprintln!("nasaga-host: dropping {container} after a failed open: {drop_error:#}");
+                }
             }
             return Err(error);
         }
