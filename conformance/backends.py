@@ -102,6 +102,19 @@ SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
 EMBEDDED_SAGA_BACKENDS = ("memory", "sqlite")
 
 
+#: The extra (pyproject.toml) that brings each driver a backend imports.
+DRIVER_EXTRAS = {
+    "redis": "redis",
+    "fakeredis": "redis",
+    "lupa": "redis",
+    "cassandra": "cql",
+    "psycopg": "sql",
+    "pymysql": "sql",
+    "pytest": "pytest",
+    "crosshair": "crosshair",
+}
+
+
 def load_object(path: str) -> object:
     """Import ``module:attribute``; raises ``ValueError`` with a readable reason."""
     module_name, sep, attribute = path.partition(":")
@@ -110,7 +123,9 @@ def load_object(path: str) -> object:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"cannot import {module_name!r}: {exc}") from exc
+        extra = DRIVER_EXTRAS.get((exc.name or "").partition(".")[0])
+        hint = f" (install it with: pip install 'ratchet-conformance[{extra}]')" if extra else ""
+        raise ValueError(f"cannot import {module_name!r}: {exc}{hint}") from exc
     try:
         return cast(object, getattr(module, attribute))
     except AttributeError:
