@@ -20,6 +20,16 @@ use nasaga_runtime_core::{
 use naoutbox_core::{DispatchReport, OutboxPublisher};
 use serde_json::Value;
 
+/// The container a datasource slot currently points at, and since when. A pooled connection
+/// older than the switch was made for the previous container and is discarded on acquire.
+pub type Target = std::sync::Arc<std::sync::Mutex<(String, std::time::Instant)>>;
+
+/// Whether a pooled connection of `age` predates the slot's last switch.
+pub fn predates_switch(target: &Target, age: std::time::Duration) -> bool {
+    let switched_at = target.lock().unwrap_or_else(|e| e.into_inner()).1;
+    age >= switched_at.elapsed()
+}
+
 pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
 /// One effect the harness step implementation wrote inside the participant transaction.
@@ -51,14 +61,13 @@ pub trait Engine: Sized + 'static {
     async fn prepare_container(&self, container: &str, create: bool) -> anyhow::Result<()>;
     /// Drops a container (used by `close_namespace {drop: true}`).
     async fn drop_container(&self, container: &str) -> anyhow::Result<()>;
-    /// Builds a lazy pool bound to the container and registers it under `datasource`.
-    fn register_pool(
-        &self,
-        datasource: &str,
-        container: &str,
-        max_connections: u32,
-    ) -> anyhow::Result<Self::Pool>;
-    async fn close_pool(pool: &Self::Pool);
+    /// Builds a lazy pool whose every new connection is pointed at the container currently in
+    /// `target` (`SET search_path` / `USE`) and checked to be there.
+    fn slot_pool(&self, target: Target, max_connections: u32) -> anyhow::Result<Self::Pool>;
+    /// Registers `pool` under the process-global datasource name (once per name).
+    fn register_pool(datasource: &str, pool: Self::Pool) -> anyhow::Result<()>;
+    /// Closes every idle connection of the pool (the pool itself stays usable).
+    async fn drain_pool(pool: &Self::Pool);
     fn pool_size(pool: &Self::Pool) -> u32;
 
     async fn ensure_orchestrator_schema(datasource: &str) -> anyhow::Result<()>;

@@ -1,6 +1,7 @@
 //! MariaDB/MySQL: one database per (namespace, role), pools from natx, nasaga-runtime.
 
 use std::future::Future;
+use std::str::FromStr;
 
 use nasaga_core::ServiceIdentity;
 use nasaga_runtime_core::{
@@ -13,7 +14,7 @@ use naoutbox_core::{DispatchReport, OutboxPublisher};
 use serde_json::Value;
 use sqlx::{AssertSqlSafe, Connection, Row};
 
-use super::{BoxFut, EffectRecord, Engine, EFFECT_TABLE};
+use super::{BoxFut, EffectRecord, Engine, Target, EFFECT_TABLE};
 use crate::readback::{self, Kind, Query};
 
 pub struct MySql {
@@ -130,29 +131,52 @@ impl Engine for MySql {
         Ok(())
     }
 
-    fn register_pool(
-        &self,
-        datasource: &str,
-        container: &str,
-        max_connections: u32,
-    ) -> anyhow::Result<Self::Pool> {
-        let mut url = url::Url::parse(&self.dsn)?;
-        url.set_path(&format!("/{container}"));
-        let config = natx::datasource::DataSourceConfig {
-            url: url.to_string(),
-            max_connections,
-            min_connections: 0,
-            acquire_timeout_ms: 10_000,
-            connect_timeout_ms: 5_000,
-            probe_on_start: false,
-        };
-        let pool = natx::datasource::build_pool(&config)?;
-        natx::try_init_datasource(datasource, pool.clone())?;
-        Ok(pool)
+    fn slot_pool(&self, target: Target, max_connections: u32) -> anyhow::Result<Self::Pool> {
+        let options = sqlx::mysql::MySqlConnectOptions::from_str(&self.dsn)?;
+        Ok(sqlx::mysql::MySqlPoolOptions::new()
+            .max_connections(max_connections)
+            .min_connections(0)
+            // An open namespace that sits idle gives its connections back to the shared server.
+            .idle_timeout(std::time::Duration::from_secs(30))
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .before_acquire({
+                let target = target.clone();
+                move |_, meta| {
+                    let fresh = !super::predates_switch(&target, meta.age);
+                    Box::pin(async move { Ok(fresh) })
+                }
+            })
+            .after_connect(move |connection, _| {
+                let database = target.lock().unwrap_or_else(|e| e.into_inner()).0.clone();
+                Box::pin(async move {
+                    sqlx::query(AssertSqlSafe(format!("USE `{database}`")))
+                        .execute(&mut *connection)
+                        .await?;
+                    let current: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
+                        .fetch_one(&mut *connection)
+                        .await?;
+                    if current.as_deref() == Some(database.as_str()) {
+                        Ok(())
+                    } else {
+                        Err(sqlx::Error::Protocol(format!("database {database} is unavailable")))
+                    }
+                })
+            })
+            .connect_lazy_with(options))
     }
 
-    async fn close_pool(pool: &Self::Pool) {
-        pool.close().await;
+    fn register_pool(datasource: &str, pool: Self::Pool) -> anyhow::Result<()> {
+        natx::try_init_datasource(datasource, pool)
+    }
+
+    async fn drain_pool(pool: &Self::Pool) {
+        // Connections on their way back to the pool (returned by spawned tasks) land first.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        while let Some(connection) = pool.try_acquire() {
+            let _ = connection.close().await;
+        }
     }
 
     fn pool_size(pool: &Self::Pool) -> u32 {

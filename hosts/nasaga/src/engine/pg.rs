@@ -1,6 +1,7 @@
 //! PostgreSQL: one schema per (namespace, role), pools from natx-pgsql, nasaga-runtime-pgsql.
 
 use std::future::Future;
+use std::str::FromStr;
 
 use nasaga_core::ServiceIdentity;
 use nasaga_runtime_core::{
@@ -13,7 +14,7 @@ use naoutbox_core::{DispatchReport, OutboxPublisher};
 use serde_json::Value;
 use sqlx::{AssertSqlSafe, Connection, Row};
 
-use super::{BoxFut, EffectRecord, Engine, EFFECT_TABLE};
+use super::{BoxFut, EffectRecord, Engine, Target, EFFECT_TABLE};
 use crate::readback::{self, Kind, Query};
 
 pub struct Pg {
@@ -129,27 +130,52 @@ impl Engine for Pg {
         Ok(())
     }
 
-    fn register_pool(
-        &self,
-        datasource: &str,
-        container: &str,
-        max_connections: u32,
-    ) -> anyhow::Result<Self::Pool> {
-        let config = natx_pgsql::datasource::DataSourceConfig {
-            url: self.dsn.clone(),
-            max_connections,
-            min_connections: 0,
-            acquire_timeout_ms: 10_000,
-            connect_timeout_ms: 5_000,
-            probe_on_start: false,
-        };
-        let pool = natx_pgsql::datasource::build_pool_in_schema(&config, container)?;
-        natx_pgsql::try_init_datasource(datasource, pool.clone())?;
-        Ok(pool)
+    fn slot_pool(&self, target: Target, max_connections: u32) -> anyhow::Result<Self::Pool> {
+        let options = sqlx::postgres::PgConnectOptions::from_str(&self.dsn)?;
+        Ok(sqlx::postgres::PgPoolOptions::new()
+            .max_connections(max_connections)
+            .min_connections(0)
+            // An open namespace that sits idle gives its connections back to the shared server.
+            .idle_timeout(std::time::Duration::from_secs(30))
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .before_acquire({
+                let target = target.clone();
+                move |_, meta| {
+                    let fresh = !super::predates_switch(&target, meta.age);
+                    Box::pin(async move { Ok(fresh) })
+                }
+            })
+            .after_connect(move |connection, _| {
+                let schema = target.lock().unwrap_or_else(|e| e.into_inner()).0.clone();
+                Box::pin(async move {
+                    sqlx::query(AssertSqlSafe(format!("SET search_path TO \"{schema}\"")))
+                        .execute(&mut *connection)
+                        .await?;
+                    let current: Option<String> = sqlx::query_scalar("SELECT current_schema()")
+                        .fetch_one(&mut *connection)
+                        .await?;
+                    if current.as_deref() == Some(schema.as_str()) {
+                        Ok(())
+                    } else {
+                        Err(sqlx::Error::Protocol(format!("schema {schema} is unavailable")))
+                    }
+                })
+            })
+            .connect_lazy_with(options))
     }
 
-    async fn close_pool(pool: &Self::Pool) {
-        pool.close().await;
+    fn register_pool(datasource: &str, pool: Self::Pool) -> anyhow::Result<()> {
+        natx_pgsql::try_init_datasource(datasource, pool)
+    }
+
+    async fn drain_pool(pool: &Self::Pool) {
+        // Connections on their way back to the pool (returned by spawned tasks) land first.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        while let Some(connection) = pool.try_acquire() {
+            let _ = connection.close().await;
+        }
     }
 
     fn pool_size(pool: &Self::Pool) -> u32 {
