@@ -32,6 +32,7 @@ from typing import Any, ClassVar, TypeVar
 import attrs
 from hypothesis.stateful import RuleBasedStateMachine
 
+from conformance import _signals
 from conformance._faults import ALL_FAULTS, FaultFilter
 from conformance._violations import JsonValue, Violation
 
@@ -117,6 +118,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     context: ClassVar[RunContext]
 
     def __init__(self) -> None:
+        _signals.check()  # a signal stops the run before a new example opens anything
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.program: list[Step] = []
@@ -155,7 +157,8 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
-            if not self.failed:
+            # An interrupted example did not finish: its end checks would judge half a program.
+            if not self.failed and _signals.pending() is None:
                 self.trace = []
                 try:
                     self.at_quiescence()
@@ -192,6 +195,8 @@ def step(function: F) -> F:
 
     @functools.wraps(function)
     def recorded(self: ConformanceMachine, **kwargs: Any) -> Any:
+        # Between steps no backend call is in flight: the one safe place to stop (_signals).
+        _signals.check()
         self.program.append(Step(name, {k: _json(v) for k, v in kwargs.items()}))
         stats = self.context.stats
         stats.steps += 1

@@ -2,13 +2,17 @@
 
 Exit codes (the CLI's and ``Report.exit_code``): 0 every suite passed its checks and its coverage
 gate; 1 a contract violation or a coverage gap; 2 the run could not be carried out (usage or
-environment: an unreachable server, a bad factory path, a crash of the harness itself).
+environment: an unreachable server, a bad factory path, a crash of the harness itself); 130 / 143
+the run was interrupted by SIGINT / SIGTERM (``Report.interrupted_by``), whatever had finished: an
+interrupted suite has no verdict, and the suites after it did not run.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import os
+import signal
 from collections.abc import Sequence
 from pathlib import Path
 from xml.etree import ElementTree
@@ -24,6 +28,8 @@ class Verdict(enum.Enum):
     VIOLATION = "violation"
     COVERAGE = "coverage-gap"
     ERROR = "error"
+    INTERRUPTED = "interrupted"  # stopped by a signal: no verdict was reached
+    NOT_RUN = "not-run"  # the run was interrupted before this suite started
 
 
 @attrs.frozen
@@ -60,26 +66,40 @@ class SuiteResult:
             return f"VIOLATION {self.failure.rule_id}"
         if self.verdict is Verdict.COVERAGE:
             return f"COVERAGE GAP ({len(self.coverage_gaps)})"
+        if self.verdict is Verdict.INTERRUPTED:
+            return "INTERRUPTED" if self.failure is None else f"INTERRUPTED ({self.failure.rule_id} found)"
+        if self.verdict is Verdict.NOT_RUN:
+            return "not run"
         return "ERROR"
 
 
 @attrs.frozen
 class Report:
     results: tuple[SuiteResult, ...]
+    interrupted_by: int | None = None  # the signal number that stopped the run, if one did
 
     @property
     def ok(self) -> bool:
-        return all(r.verdict is Verdict.PASS for r in self.results)
+        return self.interrupted_by is None and all(r.verdict is Verdict.PASS for r in self.results)
 
     @property
     def exit_code(self) -> int:
+        if self.interrupted_by is not None:
+            return 128 + self.interrupted_by  # 130 SIGINT, 143 SIGTERM: the shell's convention
         if any(r.verdict is Verdict.ERROR for r in self.results):
             return 2
         return 0 if self.ok else 1
 
     @property
+    def interrupted_signal(self) -> str | None:
+        if self.interrupted_by is None:
+            return None
+        return signal.Signals(self.interrupted_by).name
+
+    @property
     def failures(self) -> list[SuiteResult]:
-        return [r for r in self.results if r.verdict is not Verdict.PASS]
+        """Every suite that ran and did not pass (an interrupted one included)."""
+        return [r for r in self.results if r.verdict not in (Verdict.PASS, Verdict.NOT_RUN)]
 
     # --- human output -----------------------------------------------------------------------
 
@@ -148,6 +168,11 @@ class Report:
                 out.append(f"   never reached: {gap.target} — {gap.description}")
             if r.error:
                 out.append(f"   error: {r.error}")
+        if self.interrupted_signal is not None:
+            skipped = [f"{r.backend}/{r.suite}" for r in self.results if r.verdict is Verdict.NOT_RUN]
+            out.append(f"== interrupted by {self.interrupted_signal}: no verdict for the interrupted suite")
+            if skipped:
+                out.append(f"   not run: {', '.join(skipped)}")
         return "\n".join(out)
 
     # --- machine output ---------------------------------------------------------------------
@@ -187,11 +212,16 @@ class Report:
                     "error": r.error,
                 }
             )
-        return {"format": "ratchet-report/1", "ok": self.ok, "exit_code": self.exit_code, "results": results}
+        return {
+            "format": "ratchet-report/1",
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "interrupted": self.interrupted_signal,
+            "results": results,
+        }
 
     def write_json(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        _write_atomically(path, json.dumps(self.to_json(), indent=2) + "\n")
 
     def to_junit(self) -> str:
         """One testsuite, one testcase per (backend, suite); a failure element names the rule."""
@@ -200,7 +230,8 @@ class Report:
             name="ratchet-conformance",
             tests=str(len(self.results)),
             failures=str(sum(r.verdict in (Verdict.VIOLATION, Verdict.COVERAGE) for r in self.results)),
-            errors=str(sum(r.verdict is Verdict.ERROR for r in self.results)),
+            errors=str(sum(r.verdict in (Verdict.ERROR, Verdict.INTERRUPTED) for r in self.results)),
+            skipped=str(sum(r.verdict is Verdict.NOT_RUN for r in self.results)),
             time=f"{sum(r.elapsed_s for r in self.results):.3f}",
         )
         for r in self.results:
@@ -233,9 +264,35 @@ class Report:
                 failure.text = "\n".join(f"{g.target}: {g.description}" for g in r.coverage_gaps)
             elif r.verdict is Verdict.ERROR:
                 ElementTree.SubElement(case, "error", message=r.error or "error").text = r.error
+            elif r.verdict is Verdict.INTERRUPTED:
+                # No verdict was reached: an error, never a pass; a violation already found is kept.
+                by = self.interrupted_signal or "a signal"
+                why = f"interrupted by {by} after {r.stats.examples} examples"
+                if r.failure is not None:
+                    why += f"; {r.failure.rule_id} was found before: {r.failure.message}"
+                    if r.failure.failure_file is not None:
+                        why += f" (conformance replay {r.failure.failure_file})"
+                ElementTree.SubElement(case, "error", type="interrupted", message=why).text = why
+            elif r.verdict is Verdict.NOT_RUN:
+                ElementTree.SubElement(
+                    case,
+                    "skipped",
+                    message=f"not run: interrupted by {self.interrupted_signal or 'a signal'}",
+                )
         ElementTree.indent(suite)
         return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
     def write_junit(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_junit(), encoding="utf-8")
+        _write_atomically(path, self.to_junit())
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write beside ``path``, then rename: a process ended mid-write (a forced stop after a signal)
+    leaves the previous file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

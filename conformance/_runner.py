@@ -20,13 +20,16 @@ import attrs
 import hypothesis
 from hypothesis.stateful import run_state_machine_as_test
 
+from conformance import _signals
 from conformance._failures import FailureFile
 from conformance._faults import ALL_FAULTS, FaultFilter
+from conformance._journal import Journal
 from conformance._machine import RunContext
 from conformance._minimize import minimize
 from conformance._progress import Progress
 from conformance._report import FailureSummary, Report, SuiteResult, Verdict
 from conformance._settings import hypothesis_settings
+from conformance._signals import RunInterrupted
 from conformance._suites import FAMILIES, BackendUnderTest, Suite, suite_named
 from conformance._violations import CoverageGap, HarnessEnvironmentError, Violation
 
@@ -95,24 +98,35 @@ def run_conformance(
 
 
 def run_matrix(
-    pairs: Sequence[tuple[BackendUnderTest, Suite]], options: RunOptions, progress: Progress | None = None
+    pairs: Sequence[tuple[BackendUnderTest, Suite]],
+    options: RunOptions,
+    progress: Progress | None = None,
+    journal: Journal | None = None,
 ) -> Report:
-    results = []
+    """Run each pair in turn. Under a ``SignalGuard`` a signal stops the run at the next step
+    boundary: the running suite is ``interrupted``, the rest ``not-run`` (``Report.interrupted_by``)."""
+    journal = journal if journal is not None else Journal.of([(b.name, s.name) for b, s in pairs])
     for backend, suite in pairs:
+        if _signals.pending() is not None:
+            break
         if progress is not None:
             progress.line(f"running {suite.name} on {backend.name} ({options.profile})")
-        result = run_suite(suite, backend, options, progress)
+        result = run_suite(suite, backend, options, progress, journal)
         if progress is not None:
             progress.line(
                 f"  {backend.name}/{suite.name}: {result.headline()} — {result.stats.examples} examples, "
                 f"{result.stats.steps} steps, {result.elapsed_s:.1f}s"
             )
-        results.append(result)
-    return Report(tuple(results))
+        journal.finish(result)
+    return journal.report(_signals.pending())
 
 
 def run_suite(
-    suite: Suite, backend: BackendUnderTest, options: RunOptions, progress: Progress | None = None
+    suite: Suite,
+    backend: BackendUnderTest,
+    options: RunOptions,
+    progress: Progress | None = None,
+    journal: Journal | None = None,
 ) -> SuiteResult:
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
     started = time.perf_counter()
@@ -132,20 +146,11 @@ def run_suite(
             backend.name, suite.name, verdict, context.stats, time.perf_counter() - started, seed, **kwargs
         )
 
-    try:
-        run_state_machine_as_test(machine, settings=settings)
-    except HarnessEnvironmentError as exc:
-        return result(Verdict.ERROR, error=str(exc))
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:
+    def failure_file(exc: BaseException | None) -> FailureFile | None:
         recorded = context.last_failure
-        violation = _violation_in(exc)
-        if recorded is None or violation is None:
-            lines = traceback.format_exception(exc)
-            return result(Verdict.ERROR, error=f"the harness failed: {exc!r}\n{''.join(lines[-12:])}")
-        flaky = not isinstance(exc, Violation)
-        failure = FailureFile(
+        if recorded is None:
+            return None
+        return FailureFile(
             suite=suite.name,
             backend=backend.name,
             factories=backend.factory_paths(),
@@ -158,18 +163,53 @@ def run_suite(
             context=recorded.violation.context,
             program=tuple(recorded.program),
             trace=tuple(recorded.trace),
-            reproduce_blob=_reproduce_blob(exc),
+            reproduce_blob=_reproduce_blob(exc) if exc is not None else None,
         )
-        if options.minimize:
-            # If the backend goes away while replaying, Hypothesis's program stands.
-            with contextlib.suppress(HarnessEnvironmentError):
-                failure = minimize(failure)
+
+    def summary(failure: FailureFile, flaky: bool) -> FailureSummary:
         path = failure.write(options.failure_dir) if options.failure_dir is not None else None
         where = failure.context.get("at")
-        summary = FailureSummary(
+        return FailureSummary(
             failure.rule_id, failure.message, failure.program, path, flaky, str(where) if where else None
         )
-        return result(Verdict.VIOLATION, failure=summary)
+
+    def interrupted() -> SuiteResult:
+        # No verdict; a violation found before the signal keeps its (unminimized) failure file.
+        found = failure_file(None)
+        return result(Verdict.INTERRUPTED, failure=None if found is None else summary(found, False))
+
+    if journal is not None:
+        journal.running = interrupted
+    try:
+        _signals.check()
+        run_state_machine_as_test(machine, settings=settings)
+    except RunInterrupted:
+        return interrupted()
+    except HarnessEnvironmentError as exc:
+        if _signals.pending() is not None:
+            return interrupted()
+        return result(Verdict.ERROR, error=str(exc))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        if _signals.pending() is not None:
+            return interrupted()  # whatever Hypothesis made of the interrupted example is no verdict
+        violation = _violation_in(exc)
+        failure = failure_file(exc)
+        if failure is None or violation is None:
+            lines = traceback.format_exception(exc)
+            return result(Verdict.ERROR, error=f"the harness failed: {exc!r}\n{''.join(lines[-12:])}")
+        flaky = not isinstance(exc, Violation)
+        if options.minimize:
+            # If the backend goes away while replaying, Hypothesis's program stands.
+            try:
+                with contextlib.suppress(HarnessEnvironmentError):
+                    failure = minimize(failure)
+            except RunInterrupted:
+                return interrupted()
+        return result(Verdict.VIOLATION, failure=summary(failure, flaky))
+    if _signals.pending() is not None:
+        return interrupted()
 
     targets = suite.coverage_targets(context.stats)
     gaps = tuple(

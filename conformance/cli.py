@@ -2,7 +2,12 @@
 
 Exit codes: 0 pass; 1 a contract violation or a coverage gap (``replay``: the violation still
 reproduces); 2 a usage or environment error, printed as one line (unreachable server, bad factory
-path, unreadable failure file).
+path, unreadable failure file); 130 / 143 interrupted by SIGINT / SIGTERM (the reports of what had
+finished are still written; ``conformance._signals``).
+
+``main`` installs the signal handlers before it imports the harness (Hypothesis and the suites
+take a few hundred milliseconds to import), so a Ctrl-C at any moment is an interrupt, never a
+traceback; that is why the heavy imports below are inside the functions that need them.
 
 Subcommands live in ``SUBCOMMANDS``; another module adds one with ``register_subcommand`` (the bench
 issue adds ``bench`` this way) and is imported from ``SUBCOMMAND_MODULES`` when present.
@@ -11,18 +16,24 @@ issue adds ``bench`` this way) and is imported from ``SUBCOMMAND_MODULES`` when 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
-from conformance._faults import FAULT_KINDS, FAULT_POINTS, FaultFilter
-from conformance._suites import FAMILIES, BackendUnderTest, Suite, load_suites, suite_named
+from conformance import _signals
 from conformance._violations import HarnessEnvironmentError
+
+if TYPE_CHECKING:
+    from conformance._report import Report
+    from conformance._suites import BackendUnderTest, Suite
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
 
@@ -102,6 +113,8 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
 
 
 def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
+    from conformance._suites import FAMILIES, load_suites, suite_named
+
     load_suites()
     suite_names = args.suite or ["store", "commit"]
     if "all" in suite_names:
@@ -139,6 +152,8 @@ def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from conformance._faults import FaultFilter
+    from conformance._journal import Journal
     from conformance._progress import Progress
     from conformance._runner import RunOptions, probe_service, run_matrix
 
@@ -172,16 +187,26 @@ def _run(args: argparse.Namespace) -> int:
     )
     if args.profile not in ("ci", "deep"):
         raise UsageError(f"unknown profile {args.profile!r}; known: ci, deep")
-    report = run_matrix(pairs, options, None if args.quiet else Progress())
-    print(report.summary_table())
-    details = report.details()
-    if details:
-        print()
-        print(details)
-    if args.junit is not None:
-        report.write_junit(args.junit)
-    if args.report is not None:
-        report.write_json(args.report)
+    journal = Journal.of([(b.name, s.name) for b, s in pairs])
+    guard = _GUARD
+
+    def write_reports(report: Report) -> None:
+        if args.junit is not None:
+            report.write_junit(args.junit)
+        if args.report is not None:
+            report.write_json(args.report)
+
+    if guard is not None:
+        # A step that does not return in time: write what the journal knows, then the guard exits.
+        guard.on_deadline = lambda signum: write_reports(journal.report(signum))
+    report = run_matrix(pairs, options, None if args.quiet else Progress(), journal)
+    with guard.reporting() if guard is not None else contextlib.nullcontext():
+        print(report.summary_table())
+        details = report.details()
+        if details:
+            print()
+            print(details)
+        write_reports(report)
     return report.exit_code
 
 
@@ -205,6 +230,7 @@ def _replay(args: argparse.Namespace) -> int:
     from conformance._failures import FailureFile
     from conformance._replay import replay
     from conformance._runner import probe_service
+    from conformance._suites import FAMILIES, suite_named
 
     try:
         failure = FailureFile.read(args.file)
@@ -246,6 +272,9 @@ def _configure_faults(parser: argparse.ArgumentParser) -> None:
 
 
 def _faults(args: argparse.Namespace) -> int:
+    from conformance._faults import FAULT_KINDS, FAULT_POINTS
+    from conformance._suites import FAMILIES, load_suites
+
     load_suites()
     print("Fault points (a worker is killed there; `arm_crash(point=...)` in programs):")
     for point in sorted(FAULT_POINTS.values(), key=lambda p: (p.suite_family, p.name)):
@@ -294,7 +323,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The guard of the running ``main`` (None when the CLI is called from another thread).
+_GUARD: _signals.SignalGuard | None = None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    global _GUARD
+    # ``argv`` None: the console script, a process of its own (see SignalGuard.exit_after).
+    with _signals.SignalGuard(exit_after=argv is None) as guard:
+        _GUARD = guard
+        try:
+            code = _main(argv)
+        except KeyboardInterrupt:
+            # A signal seen by the guard (RunInterrupted) or a KeyboardInterrupt from elsewhere.
+            signum = _signals.pending() or signal.SIGINT
+            print(f"conformance: interrupted by {_signals.signal_name(signum)}", file=sys.stderr)
+            code = _signals.exit_code(signum)
+        finally:
+            _GUARD = None
+        late = _signals.pending()
+    if late is not None and code < 128:
+        code = _signals.exit_code(late)  # arrived after the verdict was printed: still a signal
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     # MODULE:FACTORY names a module of the project being tested, as `python -m` would find it.
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -309,10 +362,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         code: int = args.handler(args)
     except UsageError as exc:
+        if _signals.pending() is not None:
+            raise _signals.RunInterrupted(_signals.pending() or signal.SIGINT) from None
         print(f"conformance: error: {exc}", file=sys.stderr)
-        return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("conformance: interrupted", file=sys.stderr)
         return EXIT_USAGE
     return code
 
