@@ -40,6 +40,12 @@ class FailureSummary:
     failure_file: Path | None
     flaky: bool = False
     at: str | None = None  # "step 3" or "quiescence" (after the last step, once recovery ran)
+    trust: str | None = None  # the module replay must be told to trust (a backend not registered)
+
+    @property
+    def replay_command(self) -> str:
+        trust = f" --trust {self.trust}" if self.trust else ""
+        return f"conformance replay {self.failure_file}{trust}"
 
 
 @attrs.frozen
@@ -163,7 +169,7 @@ class Report:
                 out.extend(f"     {i + 1:2d}. {s.render()}" for i, s in enumerate(r.failure.program))
                 if r.failure.failure_file is not None:
                     out.append(f"   failure file: {r.failure.failure_file}")
-                    out.append(f"   replay with:  conformance replay {r.failure.failure_file}")
+                    out.append(f"   replay with:  {r.failure.replay_command}")
             for gap in r.coverage_gaps:
                 out.append(f"   never reached: {gap.target} — {gap.description}")
             if r.error:
@@ -246,7 +252,7 @@ class Report:
                 body = [f"{r.failure.rule_id}: {r.failure.message}", "", "shrunk program:"]
                 body += [f"  {i + 1:2d}. {s.render()}" for i, s in enumerate(r.failure.program)]
                 if r.failure.failure_file is not None:
-                    body += ["", f"replay: conformance replay {r.failure.failure_file}"]
+                    body += ["", f"replay: {r.failure.replay_command}"]
                 failure = ElementTree.SubElement(
                     case,
                     "failure",
@@ -271,7 +277,7 @@ class Report:
                 if r.failure is not None:
                     why += f"; {r.failure.rule_id} was found before: {r.failure.message}"
                     if r.failure.failure_file is not None:
-                        why += f" (conformance replay {r.failure.failure_file})"
+                        why += f" ({r.failure.replay_command})"
                 ElementTree.SubElement(case, "error", type="interrupted", message=why).text = why
             elif r.verdict is Verdict.NOT_RUN:
                 ElementTree.SubElement(

@@ -167,10 +167,20 @@ def run_suite(
         )
 
     def summary(failure: FailureFile, flaky: bool) -> FailureSummary:
-        path = failure.write(options.failure_dir) if options.failure_dir is not None else None
+        path = None
+        tag = _factory_tag(backend)
+        if options.failure_dir is not None:
+            path = failure.write(options.failure_dir, factory=tag)
         where = failure.context.get("at")
+        trust = ",".join(sorted(_untrusted_modules(backend))) or None
         return FailureSummary(
-            failure.rule_id, failure.message, failure.program, path, flaky, str(where) if where else None
+            failure.rule_id,
+            failure.message,
+            failure.program,
+            path,
+            flaky,
+            str(where) if where else None,
+            trust,
         )
 
     def interrupted() -> SuiteResult:
@@ -189,12 +199,17 @@ def run_suite(
         if _signals.pending() is not None:
             return interrupted()
         return result(Verdict.ERROR, error=str(exc))
+
     except KeyboardInterrupt:
         raise
     except BaseException as exc:
         if _signals.pending() is not None:
             return interrupted()  # whatever Hypothesis made of the interrupted example is no verdict
         violation = _violation_in(exc)
+        environment = _environment_error_in(exc)
+        if violation is None and environment is not None:
+            # A flaky outage or factory failure, wrapped by Hypothesis: still no verdict.
+            return result(Verdict.ERROR, error=str(environment))
         failure = failure_file(exc)
         if failure is None or violation is None:
             lines = traceback.format_exception(exc)
@@ -231,6 +246,35 @@ def _violation_in(exc: BaseException) -> Violation | None:
             if found is not None:
                 return found
     return None
+
+
+def _environment_error_in(exc: BaseException) -> HarnessEnvironmentError | None:
+    if isinstance(exc, HarnessEnvironmentError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _environment_error_in(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _factory_tag(backend: BackendUnderTest) -> str | None:
+    """The primary factory's path for a backend that is not a registered one (failure-file names)."""
+    if backend.is_registered():
+        return None
+    role = FAMILIES[backend.family].primary_role
+    return backend.factory_paths().get(role)
+
+
+def _untrusted_modules(backend: BackendUnderTest) -> set[str]:
+    """The modules ``conformance replay`` of this backend's failure file must be told to trust."""
+    registered = FAMILIES[backend.family].registered_paths()
+    return {
+        path.partition(":")[0]
+        for role, path in backend.factory_paths().items()
+        if path not in registered.get(role, frozenset()) and not path.startswith("<")
+    }
 
 
 def _reproduce_blob(exc: BaseException) -> str | None:

@@ -29,6 +29,14 @@ from typing import TYPE_CHECKING
 import attrs
 
 from conformance import _signals
+from conformance._usage import (
+    OneLineParser,
+    check_writable_dir,
+    check_writable_file,
+    join_dash_values,
+    positive_int,
+)
+from conformance._usage import UsageError as UsageError  # re-exported: subcommands raise it
 from conformance._violations import HarnessEnvironmentError
 
 if TYPE_CHECKING:
@@ -36,6 +44,9 @@ if TYPE_CHECKING:
     from conformance._suites import BackendUnderTest, Suite
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
+DEFAULT_DATABASE = Path(".ratchet/examples")
+# Flags whose values may start with "-" (a fault filter that drops one: --faults -crash).
+DASH_VALUE_FLAGS = ("--faults",)
 
 # Modules that add subcommands when imported; absent ones are skipped.
 SUBCOMMAND_MODULES = ("conformance.bench",)
@@ -55,10 +66,6 @@ SUBCOMMANDS: dict[str, Subcommand] = {}
 def register_subcommand(command: Subcommand) -> Subcommand:
     SUBCOMMANDS[command.name] = command
     return command
-
-
-class UsageError(Exception):
-    """A bad command line or environment: printed as one line, exit code 2."""
 
 
 def _csv(value: str) -> list[str]:
@@ -87,9 +94,9 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--suite", type=_csv, default=None, help="suites, comma-separated (default: store,commit)"
     )
-    parser.add_argument("--profile", default="ci", help="ci (default) or deep")
-    parser.add_argument("--examples", type=int, default=None, help="examples per backend and suite")
-    parser.add_argument("--steps", type=int, default=None, help="steps per example, at most")
+    parser.add_argument("--profile", default="ci", choices=("ci", "deep"), help="ci (default) or deep")
+    parser.add_argument("--examples", type=positive_int, default=None, help="examples per backend and suite")
+    parser.add_argument("--steps", type=positive_int, default=None, help="steps per example, at most")
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: random, reported)")
     parser.add_argument(
         "--faults", type=_csv, default=None, help="only these fault kinds/points; -name drops one"
@@ -102,14 +109,37 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--database",
         type=Path,
-        default=Path(".ratchet/examples"),
-        help="Hypothesis example database directory",
+        default=None,
+        help="Hypothesis example database directory (default: .ratchet/examples)",
     )
     parser.add_argument("--no-database", action="store_true", help="run without the example database")
     parser.add_argument(
         "--no-coverage-gate", action="store_true", help="report coverage gaps without failing"
     )
     parser.add_argument("--quiet", action="store_true", help="no live progress")
+
+
+def _refuse_inapplicable(args: argparse.Namespace) -> None:
+    """Flags that would be silently ignored are refused: the user meant something by them."""
+    if args.store is None:
+        for flag, value in (("--outbox", args.outbox), ("--name", args.name)):
+            if value is not None:
+                raise UsageError(f"{flag} applies to --store only (named backends have their own)")
+    if args.no_database and args.database is not None:
+        raise UsageError("--no-database and --database contradict each other; give one")
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every place the run will write, tried before the first example."""
+    check_writable_dir(args.failures, "--failures")
+    if not args.no_database:
+        check_writable_dir(args.database or DEFAULT_DATABASE, "--database")
+    if args.report is not None:
+        check_writable_file(args.report, "--report")
+    if args.junit is not None:
+        check_writable_file(args.junit, "--junit")
+    if args.report is not None and args.junit is not None and args.report.resolve() == args.junit.resolve():
+        raise UsageError("--report and --junit name the same file")
 
 
 def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
@@ -157,11 +187,13 @@ def _run(args: argparse.Namespace) -> int:
     from conformance._progress import Progress
     from conformance._runner import RunOptions, probe_service, run_matrix
 
+    _refuse_inapplicable(args)
     pairs = _pairs(args)
     try:
         faults = FaultFilter.parse(args.faults)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    _check_outputs(args)
     for backend in {b.name: b for b, _ in pairs}.values():
         if backend.service is not None:
             try:
@@ -182,11 +214,9 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
         faults=faults,
         failure_dir=args.failures,
-        database_dir=None if args.no_database else args.database,
+        database_dir=None if args.no_database else (args.database or DEFAULT_DATABASE),
         coverage_gate=not args.no_coverage_gate,
     )
-    if args.profile not in ("ci", "deep"):
-        raise UsageError(f"unknown profile {args.profile!r}; known: ci, deep")
     journal = Journal.of([(b.name, s.name) for b, s in pairs])
     guard = _GUARD
 
@@ -207,6 +237,9 @@ def _run(args: argparse.Namespace) -> int:
             print()
             print(details)
         write_reports(report)
+    for result in report.results:
+        if result.error:  # an environment problem: also one line on stderr, as a usage error is
+            print(f"conformance: error: {result.error.splitlines()[0]}", file=sys.stderr)
     return report.exit_code
 
 
@@ -222,13 +255,22 @@ def _configure_replay(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--outbox", metavar="MODULE:FACTORY", help="and this outbox factory")
     parser.add_argument(
+        "--trust",
+        metavar="MODULE[:FACTORY]",
+        type=_csv,
+        action="extend",
+        default=[],
+        help="import the file's factories from this module (replay imports only registered backends "
+        "and --store/--outbox otherwise: a failure file must not run code without your say-so)",
+    )
+    parser.add_argument(
         "-v", "--verbose", action="store_true", help="print each step and the failing step's calls"
     )
 
 
 def _replay(args: argparse.Namespace) -> int:
     from conformance._failures import FailureFile
-    from conformance._replay import replay
+    from conformance._replay import replay, untrusted_factories
     from conformance._runner import probe_service
     from conformance._suites import FAMILIES, suite_named
 
@@ -241,6 +283,15 @@ def _replay(args: argparse.Namespace) -> int:
         overrides = {role: str(path) for role, path in family.overrides(args.store, args.outbox).items()}
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if not failure.program:
+        raise UsageError(f"{args.file}: the program is empty, there is nothing to replay")
+    refused = untrusted_factories(failure, overrides, args.trust)
+    if refused:
+        modules = ",".join(sorted({r.partition("=")[2].partition(":")[0] for r in refused}))
+        raise UsageError(
+            f"{args.file} names factories that are not registered backends: {', '.join(refused)}; "
+            f"replay imports them only with --trust {modules} (or pass --store)"
+        )
     print(f"replaying {args.file}: {failure.suite} on {failure.backend}, {len(failure.program)} steps")
     print(f"recorded: {failure.rule_id}: {failure.message}")
     try:
@@ -311,7 +362,7 @@ def build_parser() -> argparse.ArgumentParser:
         except ModuleNotFoundError as exc:
             if exc.name is None or not module.startswith(exc.name):
                 raise
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="conformance",
         description="Ratchet: a fault-injecting conformance harness for commit and saga backends.",
     )
@@ -355,7 +406,7 @@ def _main(argv: Sequence[str] | None) -> int:
     # commit unfinished); the report says what matters, so only errors reach stderr.
     logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_dash_values(sys.argv[1:] if argv is None else argv, DASH_VALUE_FLAGS))
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return EXIT_USAGE
