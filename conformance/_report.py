@@ -60,6 +60,8 @@ class SuiteResult:
     coverage_gaps: tuple[CoverageGap, ...] = ()
     coverage_targets: int = 0
     error: str | None = None  # for Verdict.ERROR: one line saying what went wrong
+    budget_spent: bool = False  # the time budget stopped generation before the target was reached
+    target_examples: int | None = None  # what the settings asked for
 
     @property
     def steps_per_second(self) -> float:
@@ -73,7 +75,7 @@ class SuiteResult:
         if self.verdict is Verdict.COVERAGE:
             return f"COVERAGE GAP ({len(self.coverage_gaps)})"
         if self.verdict is Verdict.INTERRUPTED:
-            return "INTERRUPTED" if self.failure is None else f"INTERRUPTED ({self.failure.rule_id} found)"
+            return "INTERRUPTED" if self.failure is None else "INTERRUPTED (found)"
         if self.verdict is Verdict.NOT_RUN:
             return "not run"
         return "ERROR"
@@ -110,7 +112,8 @@ class Report:
     # --- human output -----------------------------------------------------------------------
 
     def summary_table(self) -> str:
-        kinds = sorted({k for r in self.results for k in r.stats.faults})
+        """One row per (backend, suite), at most ``TABLE_WIDTH`` columns wide; the faults injected
+        per kind follow in a second block (one column per kind made it 26 columns too wide)."""
         headers = [
             "backend",
             "suite",
@@ -118,7 +121,7 @@ class Report:
             "steps",
             "steps/s",
             "backend%",
-            *kinds,
+            "faults",
             "coverage",
             "result",
         ]
@@ -128,13 +131,13 @@ class Report:
             reached = r.coverage_targets - len(r.coverage_gaps)
             rows.append(
                 [
-                    r.backend,
+                    _clip(r.backend, BACKEND_WIDTH),
                     r.suite,
-                    str(r.stats.examples),
+                    f"{r.stats.examples}{'*' if r.budget_spent else ''}",
                     str(r.stats.steps),
                     f"{r.steps_per_second:.0f}",
                     f"{share:.0f}",
-                    *(str(r.stats.faults.get(k, 0)) for k in kinds),
+                    str(sum(r.stats.faults.values())),
                     f"{reached}/{r.coverage_targets}" if r.coverage_targets else "-",
                     r.headline(),
                 ]
@@ -150,9 +153,38 @@ class Report:
             return "  ".join(out).rstrip()
 
         text = [line(headers), line(["-" * w for w in widths]), *(line(row) for row in rows)]
-        if kinds:
-            text.append("(fault columns: faults injected of that kind; backend%: time inside the backend)")
+        notes = ["faults: injected, all kinds", "backend%: time inside the backend"]
+        if any(r.budget_spent for r in self.results):
+            notes.append("*: the time budget ran out first")
+        text.append(f"({'; '.join(notes)})")
+        injected = [r for r in self.results if r.stats.faults]
+        if injected:
+            text.append("")
+            text.append("faults injected, per kind:")
+            label = max(len(f"{_clip(r.backend, BACKEND_WIDTH)}/{r.suite}") for r in injected)
+            for r in injected:
+                counts = [f"{kind} {n}" for kind, n in sorted(r.stats.faults.items())]
+                text.extend(
+                    _wrapped(f"  {_clip(r.backend, BACKEND_WIDTH)}/{r.suite}".ljust(label + 4), counts)
+                )
         return "\n".join(text)
+
+    def headline(self) -> str:
+        """One line for the whole run: what a pytest ``-r`` summary or a CI status shows."""
+        if self.interrupted_signal is not None:
+            done = sum(r.verdict not in (Verdict.INTERRUPTED, Verdict.NOT_RUN) for r in self.results)
+            return f"interrupted by {self.interrupted_signal} ({done} of {len(self.results)} suites finished)"
+        bad = self.failures
+        if not bad:
+            return f"pass: {len(self.results)} suites"
+        first = bad[0]
+        what = first.headline()
+        if first.failure is not None:
+            what = f"{first.failure.rule_id}: {first.failure.message}"
+        elif first.error:
+            what = f"ERROR: {first.error.splitlines()[0]}"
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        return f"{first.backend}/{first.suite}: {what}{more}"
 
     def details(self) -> str:
         """What went wrong, per failed suite: the rule, the program, the failure file, the gaps."""
@@ -170,10 +202,20 @@ class Report:
                 if r.failure.failure_file is not None:
                     out.append(f"   failure file: {r.failure.failure_file}")
                     out.append(f"   replay with:  {r.failure.replay_command}")
+            if r.budget_spent:
+                out.append(
+                    f"   the time budget ran out after {r.stats.examples} of {r.target_examples} examples"
+                )
             for gap in r.coverage_gaps:
                 out.append(f"   never reached: {gap.target} — {gap.description}")
             if r.error:
                 out.append(f"   error: {r.error}")
+        for r in self.results:
+            if r.budget_spent and r.verdict is Verdict.PASS:
+                out.append(
+                    f"== {r.backend} / {r.suite}: the time budget ran out after {r.stats.examples} of "
+                    f"{r.target_examples} examples (a pass on those)"
+                )
         if self.interrupted_signal is not None:
             skipped = [f"{r.backend}/{r.suite}" for r in self.results if r.verdict is Verdict.NOT_RUN]
             out.append(f"== interrupted by {self.interrupted_signal}: no verdict for the interrupted suite")
@@ -195,6 +237,8 @@ class Report:
                     "seed": r.seed,
                     "elapsed_s": round(r.elapsed_s, 3),
                     "examples": r.stats.examples,
+                    "examples_target": r.target_examples,
+                    "budget_spent": r.budget_spent,
                     "steps": r.stats.steps,
                     "steps_per_second": round(r.steps_per_second, 1),
                     "backend_seconds": round(r.stats.backend_seconds, 3),
@@ -290,6 +334,28 @@ class Report:
 
     def write_junit(self, path: Path) -> None:
         _write_atomically(path, self.to_junit())
+
+
+TABLE_WIDTH = 100
+BACKEND_WIDTH = 15  # a longer --name is clipped in the table (the JSON keeps it whole)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "~"
+
+
+def _wrapped(prefix: str, items: Sequence[str]) -> list[str]:
+    """``prefix`` then ``items`` joined by ", ", folded to ``TABLE_WIDTH`` under the first item."""
+    lines: list[str] = []
+    current = prefix
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if current.strip() and len(current) + 1 + len(piece) > TABLE_WIDTH and current != prefix:
+            lines.append(current.rstrip())
+            current = " " * len(prefix)
+        current += ("" if current.endswith(" ") or current == prefix else " ") + piece
+    lines.append(current.rstrip())
+    return lines
 
 
 def _write_atomically(path: Path, text: str) -> None:

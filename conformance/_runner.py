@@ -24,7 +24,7 @@ from conformance import _signals
 from conformance._failures import FailureFile
 from conformance._faults import ALL_FAULTS, FaultFilter
 from conformance._journal import Journal
-from conformance._machine import RunContext
+from conformance._machine import BudgetSpent, RunContext
 from conformance._minimize import minimize
 from conformance._progress import Progress
 from conformance._report import FailureSummary, Report, SuiteResult, Verdict
@@ -48,6 +48,14 @@ class RunOptions:
     database_dir: Path | None = DEFAULT_DATABASE_DIR
     coverage_gate: bool = True
     minimize: bool = True  # after Hypothesis, drop every step the violation does not need
+    #: Seconds for the whole matrix (``--time-budget``); ``run_matrix`` gives each suite an equal
+    #: share of what is left, and a suite stops generating when its share is spent.
+    time_budget_s: float | None = None
+
+
+def shrink_grace_s(share_s: float) -> float:
+    """How long a failure found before the budget ran out may still shrink after it."""
+    return min(60.0, max(5.0, share_s / 4))
 
 
 def run_conformance(
@@ -106,16 +114,25 @@ def run_matrix(
     """Run each pair in turn. Under a ``SignalGuard`` a signal stops the run at the next step
     boundary: the running suite is ``interrupted``, the rest ``not-run`` (``Report.interrupted_by``)."""
     journal = journal if journal is not None else Journal.of([(b.name, s.name) for b, s in pairs])
-    for backend, suite in pairs:
+    budget_end = None if options.time_budget_s is None else time.monotonic() + options.time_budget_s
+    for index, (backend, suite) in enumerate(pairs):
         if _signals.pending() is not None:
             break
         if progress is not None:
-            progress.line(f"running {suite.name} on {backend.name} ({options.profile})")
-        result = run_suite(suite, backend, options, progress, journal)
+            progress.line(
+                f"running {suite.name} on {backend.name} ({options.profile}) [{index + 1}/{len(pairs)}]"
+            )
+        suite_options = options
+        if budget_end is not None:
+            # An equal share of what is left, so a slow first suite cannot starve the last one.
+            share = max(0.0, budget_end - time.monotonic()) / (len(pairs) - index)
+            suite_options = attrs.evolve(options, time_budget_s=share)
+        result = run_suite(suite, backend, suite_options, progress, journal)
         if progress is not None:
+            budget = ", time budget spent" if result.budget_spent else ""
             progress.line(
                 f"  {backend.name}/{suite.name}: {result.headline()} — {result.stats.examples} examples, "
-                f"{result.stats.steps} steps, {result.elapsed_s:.1f}s"
+                f"{result.stats.steps} steps, {result.elapsed_s:.1f}s{budget}"
             )
         journal.finish(result)
     return journal.report(_signals.pending())
@@ -139,11 +156,23 @@ def run_suite(
         context = RunContext(suite.name, backend.name, None)
         return SuiteResult(backend.name, suite.name, Verdict.ERROR, context.stats, 0.0, seed, error=str(exc))
     context = RunContext(suite.name, backend.name, target, options.faults, progress=progress)
+    context.target_examples = settings.max_examples
+    if options.time_budget_s is not None:
+        context.deadline = time.monotonic() + options.time_budget_s
+        context.hard_deadline = context.deadline + shrink_grace_s(options.time_budget_s)
     machine = hypothesis.seed(seed)(context.machine_class(suite.machine()))
 
     def result(verdict: Verdict, **kwargs: Any) -> SuiteResult:
         return SuiteResult(
-            backend.name, suite.name, verdict, context.stats, time.perf_counter() - started, seed, **kwargs
+            backend.name,
+            suite.name,
+            verdict,
+            context.stats,
+            time.perf_counter() - started,
+            seed,
+            budget_spent=context.budget_spent,
+            target_examples=context.target_examples,
+            **kwargs,
         )
 
     def failure_file(exc: BaseException | None) -> FailureFile | None:
@@ -192,7 +221,14 @@ def run_suite(
         journal.running = interrupted
     try:
         _signals.check()
-        run_state_machine_as_test(machine, settings=settings)
+        try:
+            run_state_machine_as_test(machine, settings=settings)
+        except BudgetSpent:
+            # Generation stopped on time. A failure found before is a verdict all the same (its
+            # program may be less shrunk); otherwise the suite is judged on the examples that ran.
+            found = failure_file(None)
+            if found is not None:
+                return result(Verdict.VIOLATION, failure=summary(found, False))
     except RunInterrupted:
         return interrupted()
     except HarnessEnvironmentError as exc:

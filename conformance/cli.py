@@ -33,6 +33,7 @@ from conformance._usage import (
     OneLineParser,
     check_writable_dir,
     check_writable_file,
+    duration_s,
     join_dash_values,
     positive_int,
 )
@@ -98,6 +99,13 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--examples", type=positive_int, default=None, help="examples per backend and suite")
     parser.add_argument("--steps", type=positive_int, default=None, help="steps per example, at most")
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: random, reported)")
+    parser.add_argument(
+        "--time-budget",
+        type=duration_s,
+        default=None,
+        metavar="DURATION",
+        help="stop generating when spent (90s, 10m, 1h; shared by the suites), shrink what was found, report",
+    )
     parser.add_argument(
         "--faults", type=_csv, default=None, help="only these fault kinds/points; -name drops one"
     )
@@ -216,6 +224,7 @@ def _run(args: argparse.Namespace) -> int:
         failure_dir=args.failures,
         database_dir=None if args.no_database else (args.database or DEFAULT_DATABASE),
         coverage_gate=not args.no_coverage_gate,
+        time_budget_s=args.time_budget,
     )
     journal = Journal.of([(b.name, s.name) for b, s in pairs])
     guard = _GUARD
@@ -412,6 +421,11 @@ def _main(argv: Sequence[str] | None) -> int:
         return EXIT_USAGE
     try:
         code: int = args.handler(args)
+    except BrokenPipeError:
+        # `conformance run | head`: the reader left; say nothing more (Python's documented recipe).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_USAGE
     except UsageError as exc:
         if _signals.pending() is not None:
             raise _signals.RunInterrupted(_signals.pending() or signal.SIGINT) from None
