@@ -101,15 +101,21 @@ class FailureFile:
 
     @property
     def file_name(self) -> str:
+        return self.file_name_with()
+
+    def file_name_with(self, factory: str | None = None) -> str:
+        """``<backend>-<suite>-<rule>[-<factory>]-<hash>.json``. ``factory`` is the primary factory's
+        path for a backend that is not a registered one (``--store``): two custom stores that break
+        the same rule with the same program must not overwrite each other's file."""
         digest = hashlib.sha256(
             json.dumps([[s.rule, s.args] for s in self.program], sort_keys=True).encode()
         ).hexdigest()[:10]
-        safe_backend = "".join(c if c.isalnum() or c in "-_" else "_" for c in self.backend)
-        return f"{safe_backend}-{self.suite}-{self.rule_id}-{digest}.json"
+        tag = f"-{_safe(factory.replace(':', '.'))}" if factory else ""
+        return f"{_safe(self.backend)}-{self.suite}-{self.rule_id}{tag}-{digest}.json"
 
-    def write(self, directory: Path) -> Path:
+    def write(self, directory: Path, *, factory: str | None = None) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / self.file_name
+        path = directory / self.file_name_with(factory)
         path.write_text(json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n", encoding="utf-8")
         return path
 
@@ -125,3 +131,7 @@ class FailureFile:
 
     def render_program(self) -> str:
         return "\n".join(f"  {i + 1:2d}. {s.render()}" for i, s in enumerate(self.program))
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:80]

@@ -32,6 +32,7 @@ from typing import Any, ClassVar, TypeVar
 import attrs
 from hypothesis.stateful import RuleBasedStateMachine
 
+from conformance import _signals
 from conformance._faults import ALL_FAULTS, FaultFilter
 from conformance._violations import JsonValue, Violation
 
@@ -64,6 +65,14 @@ class SuiteStats:
     details: dict[str, str] = attrs.field(factory=dict)  # facts learnt while running (capabilities)
 
 
+class BudgetSpent(KeyboardInterrupt):
+    """The run's time budget is spent (``--time-budget``): stop generating, report what ran.
+
+    A ``KeyboardInterrupt`` for the same reason as ``_signals.RunInterrupted``: it is the one
+    exception Hypothesis lets through without saving the example or shrinking it. The runner
+    catches it; it never reaches the CLI."""
+
+
 @attrs.define
 class RecordedFailure:
     program: list[Step]
@@ -91,6 +100,12 @@ class RunContext:
     progress: ProgressHook | None = None
     run_id: str = attrs.field(factory=lambda: uuid.uuid4().hex[:10])
     started: float = attrs.field(factory=time.perf_counter)
+    target_examples: int | None = None  # what the settings ask for (progress: done/target, ETA)
+    #: ``time.monotonic()`` after which no new example starts unless a failure is being shrunk,
+    #: and after which nothing more runs at all (the shrinking of a found failure included).
+    deadline: float | None = None
+    hard_deadline: float | None = None
+    budget_spent: bool = False
     _namespaces: int = 0
 
     def new_namespace(self) -> str:
@@ -100,6 +115,17 @@ class RunContext:
 
     def reach(self, target: str) -> None:
         self.stats.reached.add(target)
+
+    def check_budget(self) -> None:
+        """Raise ``BudgetSpent`` once the deadline passed: at once when nothing failed yet, else
+        after the hard deadline (a found failure gets the time between them to shrink)."""
+        if self.deadline is None:
+            return
+        now = time.monotonic()
+        shrinking = self.last_failure is not None
+        if now >= self.deadline and (not shrinking or now >= (self.hard_deadline or self.deadline)):
+            self.budget_spent = True
+            raise BudgetSpent()
 
     def inject(self, kind: str) -> None:
         self.stats.faults[kind] += 1
@@ -117,6 +143,8 @@ class ConformanceMachine(RuleBasedStateMachine):
     context: ClassVar[RunContext]
 
     def __init__(self) -> None:
+        _signals.check()  # a signal stops the run before a new example opens anything
+        self.context.check_budget()
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.program: list[Step] = []
@@ -155,7 +183,8 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         try:
-            if not self.failed:
+            # An interrupted example did not finish: its end checks would judge half a program.
+            if not self.failed and _signals.pending() is None and not self.context.budget_spent:
                 self.trace = []
                 try:
                     self.at_quiescence()
@@ -192,6 +221,9 @@ def step(function: F) -> F:
 
     @functools.wraps(function)
     def recorded(self: ConformanceMachine, **kwargs: Any) -> Any:
+        # Between steps no backend call is in flight: the one safe place to stop (_signals).
+        _signals.check()
+        self.context.check_budget()
         self.program.append(Step(name, {k: _json(v) for k, v in kwargs.items()}))
         stats = self.context.stats
         stats.steps += 1

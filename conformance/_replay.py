@@ -8,7 +8,8 @@ result does not depend on the Hypothesis version, only on the harness and the ba
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+import inspect
+from collections.abc import Callable, Collection, Mapping
 from typing import Any
 
 import attrs
@@ -17,7 +18,7 @@ from conformance._failures import FailureFile
 from conformance._faults import FaultFilter
 from conformance._machine import ConformanceMachine, RunContext, step_names
 from conformance._suites import FAMILIES, BackendUnderTest, suite_named
-from conformance._violations import Violation
+from conformance._violations import HarnessEnvironmentError, Violation
 
 
 @attrs.frozen
@@ -71,14 +72,43 @@ def backend_for(failure: FailureFile, overrides: Mapping[str, str] | None = None
     return BackendUnderTest(failure.backend, suite.family, factories, service)
 
 
+def untrusted_factories(
+    failure: FailureFile, overrides: Mapping[str, str] | None = None, trust: Collection[str] = ()
+) -> list[str]:
+    """The factory paths of ``failure`` replay would import without the reader's say-so.
+
+    A failure file is data someone may attach to a bug report; importing a module it names runs
+    that module's code. Trusted are: the factories of the family's registered backends, the ones
+    the user gives (``overrides``: ``--store`` / ``--outbox``), and any factory of a module (or the
+    exact ``module:factory``) in ``trust`` (``--trust``)."""
+    from conformance._suites import FAMILIES
+
+    suite = suite_named(failure.suite)
+    family = FAMILIES.get(suite.family)
+    registered = family.registered_paths() if family is not None else {}
+    given = dict(overrides or {})
+    refused = []
+    for role, path in sorted(failure.factories.items()):
+        if role in given or path in registered.get(role, frozenset()):
+            continue
+        if path in trust or path.partition(":")[0] in trust:
+            continue
+        refused.append(f"{role}={path}")
+    return refused
+
+
 def replay(
     failure: FailureFile,
     *,
     overrides: Mapping[str, str] | None = None,
     on_step: Callable[[int, str], None] | None = None,
 ) -> ReplayResult:
-    """Re-run ``failure.program``. Raises ``ValueError`` for an unusable file or factory path,
-    ``HarnessEnvironmentError`` when the backend cannot be opened."""
+    """Re-run ``failure.program``. Raises ``ValueError`` for an unusable file or factory path or a
+    program this harness cannot run (an empty one, an unknown rule, arguments a rule does not take
+    or cannot use), ``HarnessEnvironmentError`` when the backend cannot be opened. It imports the
+    factories the file names: check ``untrusted_factories`` first for a file from elsewhere."""
+    if not failure.program:
+        raise ValueError("the failure file's program is empty: there is nothing to replay")
     suite = suite_named(failure.suite)
     backend = backend_for(failure, overrides)
     target = suite.make_target(backend)
@@ -89,6 +119,11 @@ def replay(
     unknown = sorted({s.rule for s in failure.program} - rules)
     if unknown:
         raise ValueError(f"the program uses rules this harness does not have: {', '.join(unknown)}")
+    for number, step in enumerate(failure.program, 1):
+        try:
+            inspect.signature(getattr(machine_class, step.rule)).bind(None, **step.args)
+        except TypeError as exc:
+            raise ValueError(f"step {number}, {step.render()}: {exc}") from None
     machine: ConformanceMachine = machine_class()
     steps_run = 0
     violation: Violation | None = None
@@ -98,7 +133,17 @@ def replay(
             if on_step is not None:
                 on_step(steps_run, step.render())
             method: Any = getattr(machine, step.rule)
-            method(**step.args)
+            try:
+                method(**step.args)
+            except (Violation, HarnessEnvironmentError):
+                raise
+            except Exception as exc:
+                # The rules only ever receive values their strategies draw; anything else is an
+                # edited or foreign file, not a verdict on the backend.
+                raise ValueError(
+                    f"step {steps_run}, {step.render()}, is not a step this harness can run: "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
         steps_run += 1  # quiescence
     except Violation as found:
         violation = found

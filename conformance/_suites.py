@@ -17,6 +17,7 @@ import attrs
 
 from conformance._faults import FaultKind
 from conformance._machine import ConformanceMachine, SuiteStats
+from conformance._opened import named_factory
 from conformance.backends import load_object
 
 # Modules that register suites when imported. A family that is not installed is skipped.
@@ -38,17 +39,24 @@ class BackendUnderTest:
     service: str | None = None
 
     def factory(self, role: str) -> Callable[..., Any]:
-        """Raises ``ValueError`` for a bad path (a usage error)."""
+        """Raises ``ValueError`` for a bad path (a usage error). The callable returned raises
+        ``BackendFactoryError`` when the factory itself fails (``_opened.named_factory``)."""
         value = self.factories[role]
         if isinstance(value, str):
             loaded = load_object(value)
             if not callable(loaded):
                 raise ValueError(f"{value} is not callable")
-            return loaded
-        return value
+            value = loaded
+        return named_factory(value, f"backend {self.name}: the {role} factory {factory_path(value)}")
 
     def factory_paths(self) -> dict[str, str]:
         return {role: factory_path(value) for role, value in self.factories.items()}
+
+    def is_registered(self) -> bool:
+        """Whether this is a named backend of its family, with the registry's own factories."""
+        family = FAMILIES.get(self.family)
+        named = family.backends().get(self.name) if family is not None else None
+        return named is not None and named.factory_paths() == self.factory_paths()
 
 
 def factory_path(value: str | Callable[..., Any]) -> str:
@@ -117,6 +125,14 @@ class Family:
                 raise ValueError(f"{self.name} backends take no outbox factory")
             given["outbox"] = outbox
         return given
+
+    def registered_paths(self) -> dict[str, frozenset[str]]:
+        """Role -> every factory path a named backend of this family uses for it (trusted by replay)."""
+        paths: dict[str, set[str]] = {}
+        for backend in self.backends().values():
+            for role, path in backend.factory_paths().items():
+                paths.setdefault(role, set()).add(path)
+        return {role: frozenset(found) for role, found in paths.items()}
 
     def custom_backend(
         self, name: str, primary: str | Callable[..., Any], outbox: str | Callable[..., Any] | None = None
