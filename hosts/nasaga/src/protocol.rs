@@ -156,9 +156,11 @@ pub fn classify(error: &anyhow::Error) -> &'static str {
             return if denied { "database.access_denied" } else { "database.error" };
         }
     }
-    let text = error.to_string();
     // nasaga returns these as plain `anyhow!` errors; their text is the only signal.
-    if text.starts_with("retryable ") {
+    if error
+        .chain()
+        .any(|cause| cause.to_string().starts_with("retryable "))
+    {
         return "step.retryable";
     }
     "host.internal"

@@ -27,7 +27,8 @@ const fn col(name: &'static str, pg: &'static str, my: &'static str, kind: Kind)
     Col { name, pg, my, kind }
 }
 
-/// A read-back query: table, columns, optional string filter column, optional id cursor.
+/// A read-back query: table, columns, and the ordering, qualified by the table so that it
+/// sorts the stored values, not the text aliases of the same name.
 pub struct Query {
     pub table: &'static str,
     pub cols: &'static [Col],
@@ -36,7 +37,7 @@ pub struct Query {
 
 pub const OUTBOX: Query = Query {
     table: "outbox_event",
-    order_by: "id",
+    order_by: "outbox_event.id",
     cols: &[
         col("id", "id::TEXT", "CAST(id AS CHAR)", Kind::Int),
         col("event_id", "event_id", "event_id", Kind::Str),
@@ -52,7 +53,7 @@ pub const OUTBOX: Query = Query {
 
 pub const TIMERS: Query = Query {
     table: "saga_timer",
-    order_by: "due_at, timer_id",
+    order_by: "saga_timer.due_at, saga_timer.timer_id",
     cols: &[
         col("timer_id", "timer_id", "timer_id", Kind::Str),
         col("saga_id", "saga_id", "saga_id", Kind::Str),
@@ -78,7 +79,7 @@ pub const TIMERS: Query = Query {
 
 pub const INBOX: Query = Query {
     table: "inbox_message",
-    order_by: "consumer_name, message_id",
+    order_by: "inbox_message.consumer_name, inbox_message.message_id",
     cols: &[
         col("consumer", "consumer_name", "consumer_name", Kind::Str),
         col("message_id", "message_id", "message_id", Kind::Str),
@@ -87,7 +88,7 @@ pub const INBOX: Query = Query {
 
 pub const GATES: Query = Query {
     table: "saga_participant_step",
-    order_by: "saga_id, step_name",
+    order_by: "saga_participant_step.saga_id, saga_participant_step.step_name",
     cols: &[
         col("saga_id", "saga_id", "saga_id", Kind::Str),
         col("step", "step_name", "step_name", Kind::Str),
@@ -113,7 +114,7 @@ pub const GATES: Query = Query {
 
 pub const EFFECTS: Query = Query {
     table: crate::engine::EFFECT_TABLE,
-    order_by: "seq",
+    order_by: "ratchet_effect.seq",
     cols: &[
         col("seq", "seq::TEXT", "CAST(seq AS CHAR)", Kind::Int),
         col("saga_id", "saga_id", "saga_id", Kind::Str),
