@@ -10,15 +10,18 @@ saga tests are strict expected failures there and one test pins the refusal (doc
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
+import subprocess
 import uuid
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import pytest
 
-from impls.nasaga import HostFailure, NasagaHost, NasagaHostError, OutboxRow
+from impls.nasaga import HostFailure, NasagaHost, NasagaHostError, OutboxRow, host_binary
 
 TENANT = "t1"
 WORKFLOW = "order"
@@ -276,7 +279,9 @@ def test_bad_requests_are_refused_not_fatal(host: NasagaHost) -> None:
 def test_namespaces_open_and_close_without_leaking_connections() -> None:
     _need_host_binary()
     with NasagaHost.start("postgres") as host:
-        for _ in range(50):
+        # 43 namespaces of 3 roles are 129 datasources: one more than natx lets a process
+        # register, so this passes only because closed namespaces give their slots back.
+        for _ in range(43):
             name = f"t_{uuid.uuid4().hex[:12]}"
             host.open_namespace(name, ["p0", "p1"])
             host.close_namespace(name, drop=True)
@@ -284,6 +289,7 @@ def test_namespaces_open_and_close_without_leaking_connections() -> None:
         assert stats["namespaces_open"] == 0
         assert stats["connections_open"] == 0
         assert stats["connections_held_by_free_slots"] == 0
+        assert stats["datasource_slots"] == 3
 
 
 @pytest.mark.service("mariadb")
@@ -294,3 +300,52 @@ def test_nasaga_mysql_refuses_mariadb_schema() -> None:
             host.open_namespace(f"t_{uuid.uuid4().hex[:12]}", ["p0"])
         assert refused.value.failure is HostFailure.REFUSED
         assert refused.value.code == "store.schema_contract_invalid"
+
+
+# -- the client's failure kinds, against stand-in binaries (no service, no cargo) -------------
+
+
+def _fake_host(tmp_path: Path, body: str) -> str:
+    script = tmp_path / "fake-host"
+    script.write_text(f"#!/bin/sh\n{body}\n")
+    script.chmod(0o755)
+    return str(script)
+
+
+@pytest.mark.parametrize(
+    ("body", "failure"),
+    [
+        pytest.param("exit 3", HostFailure.CRASHED, id="exits"),
+        pytest.param("read line; echo 'not json'", HostFailure.PROTOCOL, id="garbage"),
+        pytest.param('read line; echo \'{"id": 999, "ok": {}}\'', HostFailure.PROTOCOL, id="wrong-id"),
+        pytest.param("read line; exec sleep 30", HostFailure.TIMEOUT, id="hangs"),
+    ],
+)
+def test_a_broken_host_becomes_one_typed_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, failure: HostFailure
+) -> None:
+    monkeypatch.setenv("RATCHET_NASAGA_HOST", _fake_host(tmp_path, body))
+    with pytest.raises(NasagaHostError) as broken:
+        NasagaHost.start("postgres", timeout=1.0)
+    assert broken.value.failure is failure
+    assert broken.value.op == "hello"
+    assert broken.value.is_environment
+
+
+def test_the_real_host_answers_garbage_with_an_error_line() -> None:
+    _need_host_binary()
+    binary = host_binary()
+    lines = ["not json", "[1, 2]", '{"id": 7}', '{"id": 8, "op": "stats"}']
+    done = subprocess.run(
+        [str(binary), "--engine", "postgres"],
+        input="\n".join(lines) + "\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    answers = [json.loads(line) for line in done.stdout.splitlines()]
+    assert [a.get("error", {}).get("kind") for a in answers[:3]] == ["host.bad_request"] * 3
+    assert answers[2]["id"] == 7
+    assert answers[3]["id"] == 8 and answers[3]["ok"]["namespaces_open"] == 0
+    assert done.returncode == 0
