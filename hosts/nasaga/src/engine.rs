@@ -10,6 +10,7 @@ pub mod pg;
 use std::future::Future;
 use std::pin::Pin;
 
+use naoutbox_core::{DispatchReport, OutboxPublisher};
 use nasaga_backend::{SagaBackend, SagaBackendFactory};
 use nasaga_core::ServiceIdentity;
 use nasaga_runtime_core::{
@@ -17,7 +18,6 @@ use nasaga_runtime_core::{
     DefinitionLifecycleOperation, DefinitionPublishDisposition, DefinitionRecord,
     DynamicCatalogSnapshot,
 };
-use naoutbox_core::{DispatchReport, OutboxPublisher};
 use serde_json::Value;
 
 /// The container a datasource slot currently points at, and since when. A pooled connection
@@ -74,7 +74,10 @@ pub trait Engine: Sized + 'static {
     async fn ensure_participant_schema(datasource: &str) -> anyhow::Result<()>;
     async fn ensure_effect_table(datasource: &str) -> anyhow::Result<()>;
     /// Writes one effect row through the participant's ambient transaction.
-    fn record_effect(datasource: String, effect: EffectRecord) -> BoxFut<'static, anyhow::Result<()>>;
+    fn record_effect(
+        datasource: String,
+        effect: EffectRecord,
+    ) -> BoxFut<'static, anyhow::Result<()>>;
     /// Runs `body` inside an outer transaction on `datasource` that commits when `commit`.
     async fn run_outer<T>(
         datasource: &str,
@@ -137,8 +140,11 @@ pub trait Engine: Sized + 'static {
     ) -> anyhow::Result<DispatchReport>;
 
     // Raw read-backs (the same portable columns on both engines).
-    async fn outbox_rows(datasource: &str, after_id: i64, pending_only: bool)
-        -> anyhow::Result<Vec<Value>>;
+    async fn outbox_rows(
+        datasource: &str,
+        after_id: i64,
+        pending_only: bool,
+    ) -> anyhow::Result<Vec<Value>>;
     async fn timer_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>>;
     async fn inbox_rows(datasource: &str) -> anyhow::Result<Vec<Value>>;
     async fn effect_rows(datasource: &str) -> anyhow::Result<Vec<Value>>;
@@ -147,7 +153,6 @@ pub trait Engine: Sized + 'static {
 
 /// Decodes an outbox payload for the response: the envelope JSON verbatim when it parses.
 pub fn payload_json(payload: &[u8]) -> Value {
-    serde_json::from_slice(payload).unwrap_or_else(|_| {
-        serde_json::json!({"undecodable_hex": hex::encode(payload)})
-    })
+    serde_json::from_slice(payload)
+        .unwrap_or_else(|_| serde_json::json!({"undecodable_hex": hex::encode(payload)}))
 }

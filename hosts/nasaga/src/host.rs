@@ -104,7 +104,9 @@ pub struct Host<E: Engine> {
 fn valid_name(name: &str, max: usize) -> bool {
     !name.is_empty()
         && name.len() <= max
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// The container prefix: MariaDB's grant for the ratchet user must cover `ratchet\_nsg\_%`.
@@ -174,14 +176,22 @@ impl<E: Engine> Host<E> {
     pub fn ns(&self, args: &Args<'_>) -> anyhow::Result<&Namespace<E>> {
         let name = args.str("namespace")?;
         self.namespaces.get(name).ok_or_else(|| {
-            HostError::new("host.unknown_namespace", format!("namespace {name} is not open")).into()
+            HostError::new(
+                "host.unknown_namespace",
+                format!("namespace {name} is not open"),
+            )
+            .into()
         })
     }
 
     pub fn ns_mut(&mut self, args: &Args<'_>) -> anyhow::Result<&mut Namespace<E>> {
         let name = args.str("namespace")?;
         self.namespaces.get_mut(name).ok_or_else(|| {
-            HostError::new("host.unknown_namespace", format!("namespace {name} is not open")).into()
+            HostError::new(
+                "host.unknown_namespace",
+                format!("namespace {name} is not open"),
+            )
+            .into()
         })
     }
 
@@ -213,7 +223,9 @@ impl<E: Engine> Host<E> {
         E::register_pool(&datasource, pool.clone()).map_err(|error| {
             HostError::new(
                 "host.datasource_capacity",
-                format!("cannot register datasource {datasource}: {error:#} (close namespaces first)"),
+                format!(
+                    "cannot register datasource {datasource}: {error:#} (close namespaces first)"
+                ),
             )
         })?;
         self.slots.push(Slot {
@@ -274,7 +286,9 @@ impl<E: Engine> Host<E> {
             return Err(bad("namespace must be [a-z0-9_]{1,32}"));
         }
         if self.namespaces.contains_key(&name) {
-            return Err(HostError::new("host.namespace_open", format!("{name} is already open")).into());
+            return Err(
+                HostError::new("host.namespace_open", format!("{name} is already open")).into(),
+            );
         }
         let create = match args.opt_str("mode")?.unwrap_or("create") {
             "create" => true,
@@ -313,7 +327,9 @@ impl<E: Engine> Host<E> {
             }
             for container in &created {
                 if let Err(drop_error) = self.engine.drop_container(container).await {
-                    eprintln!("nasaga-host: dropping {container} after a failed open: {drop_error:#}");
+                    eprintln!(
+                        "nasaga-host: dropping {container} after a failed open: {drop_error:#}"
+                    );
                 }
             }
             return Err(error);
@@ -329,7 +345,10 @@ impl<E: Engine> Host<E> {
         let mut namespace = Namespace {
             name: name.clone(),
             orch,
-            calls: owners.iter().map(|o| (o.clone(), AtomicU32::new(0))).collect(),
+            calls: owners
+                .iter()
+                .map(|o| (o.clone(), AtomicU32::new(0)))
+                .collect(),
             owners: owners_map,
             orch_identity,
             orchestrator,

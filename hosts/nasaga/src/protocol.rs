@@ -151,9 +151,14 @@ pub fn classify(error: &anyhow::Error) -> &'static str {
         if let Some(e) = cause.downcast_ref::<sqlx::Error>() {
             let denied = e.as_database_error().is_some_and(|d| {
                 // PostgreSQL insufficient_privilege; MySQL/MariaDB ER_DBACCESS_DENIED_ERROR.
-                matches!(d.code().as_deref(), Some("42501")) || d.message().contains("Access denied")
+                matches!(d.code().as_deref(), Some("42501"))
+                    || d.message().contains("Access denied")
             });
-            return if denied { "database.access_denied" } else { "database.error" };
+            return if denied {
+                "database.access_denied"
+            } else {
+                "database.error"
+            };
         }
     }
     // nasaga returns these as plain `anyhow!` errors; their text is the only signal.
@@ -245,7 +250,8 @@ impl<'a> Args<'a> {
     }
 
     pub fn value(&self, key: &str) -> anyhow::Result<&'a Value> {
-        self.opt(key).ok_or_else(|| bad(format!("`{key}` is required")))
+        self.opt(key)
+            .ok_or_else(|| bad(format!("`{key}` is required")))
     }
 
     pub fn parse<T: serde::de::DeserializeOwned>(&self, key: &str) -> anyhow::Result<T> {

@@ -3,14 +3,14 @@
 use std::future::Future;
 use std::str::FromStr;
 
+use naoutbox_core::{DispatchReport, OutboxPublisher};
 use nasaga_core::ServiceIdentity;
+use nasaga_runtime as wrapper;
 use nasaga_runtime_core::{
     CapabilityDescriptor, CapabilityReceipt, DefinitionActivationGate, DefinitionArtifact,
     DefinitionLifecycleOperation, DefinitionPublishDisposition, DefinitionRecord,
     DynamicCatalogSnapshot,
 };
-use nasaga_runtime as wrapper;
-use naoutbox_core::{DispatchReport, OutboxPublisher};
 use serde_json::Value;
 use sqlx::{AssertSqlSafe, Connection, Row};
 
@@ -67,7 +67,9 @@ fn quoted(identifier: &str) -> anyhow::Result<String> {
     anyhow::ensure!(
         !identifier.is_empty()
             && identifier.len() <= 64
-            && identifier.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            && identifier
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
         "database name must be [a-z0-9_]{{1,64}}"
     );
     Ok(format!("`{identifier}`"))
@@ -93,11 +95,12 @@ impl Engine for MySql {
     async fn prepare_container(&self, container: &str, create: bool) -> anyhow::Result<()> {
         let name = quoted(container)?;
         let mut connection = sqlx::MySqlConnection::connect(&self.dsn).await?;
-        let found: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?")
-                .bind(container)
-                .fetch_one(&mut connection)
-                .await?;
+        let found: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?",
+        )
+        .bind(container)
+        .fetch_one(&mut connection)
+        .await?;
         let exists = found > 0;
         let result = match (create, exists) {
             (true, true) => Err(crate::protocol::HostError::new(
@@ -110,11 +113,13 @@ impl Engine for MySql {
                 format!("database {container} does not exist"),
             )
             .into()),
-            (true, false) => sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")))
-                .execute(&mut connection)
-                .await
-                .map(drop)
-                .map_err(anyhow::Error::from),
+            (true, false) => sqlx::query(AssertSqlSafe(format!(
+                "CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+            )))
+            .execute(&mut connection)
+            .await
+            .map(drop)
+            .map_err(anyhow::Error::from),
             (false, true) => Ok(()),
         };
         connection.close().await?;
@@ -158,7 +163,9 @@ impl Engine for MySql {
                     if current.as_deref() == Some(database.as_str()) {
                         Ok(())
                     } else {
-                        Err(sqlx::Error::Protocol(format!("database {database} is unavailable")))
+                        Err(sqlx::Error::Protocol(format!(
+                            "database {database} is unavailable"
+                        )))
                     }
                 })
             })
@@ -329,7 +336,10 @@ impl Engine for MySql {
                 )
                 .await
             }
-            None => wrapper::deprecate_definition_for(datasource, actor, tenant, workflow, version).await,
+            None => {
+                wrapper::deprecate_definition_for(datasource, actor, tenant, workflow, version)
+                    .await
+            }
         }
     }
 
@@ -364,12 +374,26 @@ impl Engine for MySql {
         } else {
             "id > ?"
         };
-        fetch(datasource, &readback::OUTBOX, filter, &[Bind::Int(after_id)]).await
+        fetch(
+            datasource,
+            &readback::OUTBOX,
+            filter,
+            &[Bind::Int(after_id)],
+        )
+        .await
     }
 
     async fn timer_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>> {
         match saga_id {
-            Some(id) => fetch(datasource, &readback::TIMERS, "saga_id = ?", &[Bind::Str(id)]).await,
+            Some(id) => {
+                fetch(
+                    datasource,
+                    &readback::TIMERS,
+                    "saga_id = ?",
+                    &[Bind::Str(id)],
+                )
+                .await
+            }
             None => fetch(datasource, &readback::TIMERS, "1 = 1", &[]).await,
         }
     }
@@ -384,7 +408,15 @@ impl Engine for MySql {
 
     async fn gate_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>> {
         match saga_id {
-            Some(id) => fetch(datasource, &readback::GATES, "saga_id = ?", &[Bind::Str(id)]).await,
+            Some(id) => {
+                fetch(
+                    datasource,
+                    &readback::GATES,
+                    "saga_id = ?",
+                    &[Bind::Str(id)],
+                )
+                .await
+            }
             None => fetch(datasource, &readback::GATES, "1 = 1", &[]).await,
         }
     }

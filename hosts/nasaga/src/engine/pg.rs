@@ -3,6 +3,7 @@
 use std::future::Future;
 use std::str::FromStr;
 
+use naoutbox_core::{DispatchReport, OutboxPublisher};
 use nasaga_core::ServiceIdentity;
 use nasaga_runtime_core::{
     CapabilityDescriptor, CapabilityReceipt, DefinitionActivationGate, DefinitionArtifact,
@@ -10,7 +11,6 @@ use nasaga_runtime_core::{
     DynamicCatalogSnapshot,
 };
 use nasaga_runtime_pgsql as wrapper;
-use naoutbox_core::{DispatchReport, OutboxPublisher};
 use serde_json::Value;
 use sqlx::{AssertSqlSafe, Connection, Row};
 
@@ -67,7 +67,9 @@ fn quoted(identifier: &str) -> anyhow::Result<String> {
     anyhow::ensure!(
         !identifier.is_empty()
             && identifier.len() <= 63
-            && identifier.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            && identifier
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
         "schema name must be [a-z0-9_]{{1,63}}"
     );
     Ok(format!("\"{identifier}\""))
@@ -123,9 +125,11 @@ impl Engine for Pg {
     async fn drop_container(&self, container: &str) -> anyhow::Result<()> {
         let name = quoted(container)?;
         let mut connection = sqlx::PgConnection::connect(&self.dsn).await?;
-        sqlx::query(AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {name} CASCADE")))
-            .execute(&mut connection)
-            .await?;
+        sqlx::query(AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS {name} CASCADE"
+        )))
+        .execute(&mut connection)
+        .await?;
         connection.close().await?;
         Ok(())
     }
@@ -157,7 +161,9 @@ impl Engine for Pg {
                     if current.as_deref() == Some(schema.as_str()) {
                         Ok(())
                     } else {
-                        Err(sqlx::Error::Protocol(format!("schema {schema} is unavailable")))
+                        Err(sqlx::Error::Protocol(format!(
+                            "schema {schema} is unavailable"
+                        )))
                     }
                 })
             })
@@ -327,7 +333,10 @@ impl Engine for Pg {
                 )
                 .await
             }
-            None => wrapper::deprecate_definition_for(datasource, actor, tenant, workflow, version).await,
+            None => {
+                wrapper::deprecate_definition_for(datasource, actor, tenant, workflow, version)
+                    .await
+            }
         }
     }
 
@@ -362,12 +371,26 @@ impl Engine for Pg {
         } else {
             "id > $1"
         };
-        fetch(datasource, &readback::OUTBOX, filter, &[Bind::Int(after_id)]).await
+        fetch(
+            datasource,
+            &readback::OUTBOX,
+            filter,
+            &[Bind::Int(after_id)],
+        )
+        .await
     }
 
     async fn timer_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>> {
         match saga_id {
-            Some(id) => fetch(datasource, &readback::TIMERS, "saga_id = $1", &[Bind::Str(id)]).await,
+            Some(id) => {
+                fetch(
+                    datasource,
+                    &readback::TIMERS,
+                    "saga_id = $1",
+                    &[Bind::Str(id)],
+                )
+                .await
+            }
             None => fetch(datasource, &readback::TIMERS, "TRUE", &[]).await,
         }
     }
@@ -382,7 +405,15 @@ impl Engine for Pg {
 
     async fn gate_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>> {
         match saga_id {
-            Some(id) => fetch(datasource, &readback::GATES, "saga_id = $1", &[Bind::Str(id)]).await,
+            Some(id) => {
+                fetch(
+                    datasource,
+                    &readback::GATES,
+                    "saga_id = $1",
+                    &[Bind::Str(id)],
+                )
+                .await
+            }
             None => fetch(datasource, &readback::GATES, "TRUE", &[]).await,
         }
     }
