@@ -64,9 +64,15 @@ EMBEDDED_COMMIT_BACKENDS = ("memory", "fakeredis")
 @attrs.frozen
 class SagaBackendSpec:
     name: str
-    factory: str  # "module:function" returning an impls.saga.SagaBackend for (namespace)
+    #: "module:function": for role ``backend`` an ``impls.saga.SagaBackend`` for (namespace), which
+    #: Ratchet's runtime runs over; for role ``runtime`` a whole runtime under test
+    #: (``conformance.saga._port.SagaRuntime``) for (namespace, fates, stats).
+    factory: str
     service: str | None
     description: str
+    role: str = "backend"
+    #: Built before it can run (not part of ``make conformance``): what builds it.
+    build: str | None = None
 
 
 SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
@@ -95,6 +101,22 @@ SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
             "impls.sql:open_mysql_saga_backend",
             "mariadb",
             "the shared SQL saga backend on MariaDB/MySQL (PyMySQL, InnoDB SERIALIZABLE + FOR UPDATE)",
+        ),
+        SagaBackendSpec(
+            "nasaga-pg",
+            "conformance.saga._nasaga:open_nasaga_pg",
+            "postgres",
+            "the real nasaga runtime (nasaga-runtime-pgsql 2.0.2) in its host (hosts/nasaga)",
+            role="runtime",
+            build="make nasaga-host",
+        ),
+        SagaBackendSpec(
+            "nasaga-mysql",
+            "conformance.saga._nasaga:open_nasaga_mysql",
+            "mariadb",
+            "the real nasaga runtime (nasaga-runtime 2.0.2, MySQL) in its host, on the project's MariaDB",
+            role="runtime",
+            build="make nasaga-host",
         ),
     )
 }
