@@ -240,7 +240,6 @@ def run_suite(
         if _signals.pending() is not None:
             return interrupted()
         return result(Verdict.ERROR, error=str(exc))
-
     except KeyboardInterrupt:
         raise
     except BaseException as exc:
