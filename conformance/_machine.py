@@ -33,7 +33,9 @@ import attrs
 from hypothesis.stateful import RuleBasedStateMachine
 
 from conformance import _signals
+from conformance._cleanup import Namespaces, namespace_stamp
 from conformance._faults import ALL_FAULTS, FaultFilter
+from conformance._opened import start_recording
 from conformance._violations import JsonValue, Violation
 
 T = TypeVar("T")
@@ -98,7 +100,7 @@ class RunContext:
     stats: SuiteStats = attrs.field(factory=SuiteStats)
     last_failure: RecordedFailure | None = None
     progress: ProgressHook | None = None
-    run_id: str = attrs.field(factory=lambda: uuid.uuid4().hex[:10])
+    run_id: str = attrs.field(factory=lambda: uuid.uuid4().hex[:6])
     started: float = attrs.field(factory=time.perf_counter)
     target_examples: int | None = None  # what the settings ask for (progress: done/target, ETA)
     #: ``time.monotonic()`` after which no new example starts unless a failure is being shrunk,
@@ -106,12 +108,14 @@ class RunContext:
     deadline: float | None = None
     hard_deadline: float | None = None
     budget_spent: bool = False
+    cleanup: Namespaces = attrs.field(factory=Namespaces)
     _namespaces: int = 0
 
     def new_namespace(self) -> str:
         """A fresh namespace per example: letters and digits only, unique across runs and processes."""
         self._namespaces += 1
-        return f"rt{self.run_id}{os.getpid() % 100000:05d}x{self._namespaces}"
+        # The time comes first, so ``conformance clean`` can tell a run in progress from leftovers.
+        return f"rt{namespace_stamp()}{self.run_id}{os.getpid() % 100000:05d}x{self._namespaces}"
 
     def reach(self, target: str) -> None:
         self.stats.reached.add(target)
@@ -145,6 +149,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         _signals.check()  # a signal stops the run before a new example opens anything
         self.context.check_budget()
+        self.opened = start_recording()  # what this example's factories open (conformance._cleanup)
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.program: list[Step] = []
@@ -182,6 +187,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.context.last_failure = RecordedFailure(list(self.program), violation, list(self.trace))
 
     def teardown(self) -> None:
+        finished = False
         try:
             # An interrupted example did not finish: its end checks would judge half a program.
             if not self.failed and _signals.pending() is None and not self.context.budget_spent:
@@ -192,8 +198,13 @@ class ConformanceMachine(RuleBasedStateMachine):
                     violation.context.setdefault("at", "quiescence")
                     self.record_failure(violation)
                     raise
+                finished = True
         finally:
             try:
+                if self.failed:
+                    self.context.cleanup.failed(self.opened)
+                elif finished or self.context.budget_spent:  # (after a signal: exit first, clean later)
+                    self.context.cleanup.passed(self.opened, self.run)  # before close: same objects
                 self.close()
             finally:
                 self._close_loop()

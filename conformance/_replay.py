@@ -27,6 +27,7 @@ class ReplayResult:
     violation: Violation | None  # what the replay raised, if anything
     steps_run: int
     trace: tuple[str, ...] = ()  # what the backend was asked in the failing step
+    kept: tuple[str, ...] = ()  # namespaces left on the backend (``keep_namespace``)
 
     @property
     def reproduced(self) -> bool:
@@ -102,6 +103,7 @@ def replay(
     *,
     overrides: Mapping[str, str] | None = None,
     on_step: Callable[[int, str], None] | None = None,
+    keep_namespace: bool = False,
 ) -> ReplayResult:
     """Re-run ``failure.program``. Raises ``ValueError`` for an unusable file or factory path or a
     program this harness cannot run (an empty one, an unknown rule, arguments a rule does not take
@@ -153,4 +155,6 @@ def replay(
         except Violation as found:
             violation = violation or found
     trace = tuple(context.last_failure.trace) if context.last_failure is not None else ()
-    return ReplayResult(failure, violation, steps_run, trace)
+    # A reproduced violation's namespace is kept only when asked (the CLI, to inspect the server).
+    context.cleanup.settle(keep_last=keep_namespace)
+    return ReplayResult(failure, violation, steps_run, trace, context.cleanup.kept)

@@ -63,6 +63,8 @@ class SuiteResult:
     error: str | None = None  # for Verdict.ERROR: one line saying what went wrong
     budget_spent: bool = False  # the time budget stopped generation before the target was reached
     target_examples: int | None = None  # what the settings asked for
+    namespaces_dropped: int = 0  # examples' namespaces removed (conformance._cleanup)
+    namespaces_kept: tuple[str, ...] = ()  # the counterexample's, left on the backend to inspect
 
     @property
     def steps_per_second(self) -> float:
@@ -206,6 +208,10 @@ class Report:
                 if r.failure.failure_file is not None:
                     out.append(f"   failure file: {r.failure.failure_file}")
                     out.append(f"   replay with:  {r.failure.replay_command}")
+            if r.namespaces_kept:
+                out.append(
+                    f"   kept on the backend: namespace {', '.join(r.namespaces_kept)} (conformance clean)"
+                )
             if r.budget_spent:
                 out.append(
                     f"   the time budget ran out after {r.stats.examples} of {r.target_examples} examples"
@@ -254,6 +260,7 @@ class Report:
                         "gaps": [{"target": g.target, "description": g.description} for g in r.coverage_gaps],
                     },
                     "details": dict(r.stats.details),
+                    "namespaces": {"dropped": r.namespaces_dropped, "kept": list(r.namespaces_kept)},
                     "failure": None
                     if r.failure is None
                     else {

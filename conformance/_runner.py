@@ -163,6 +163,9 @@ def run_suite(
     machine = hypothesis.seed(seed)(context.machine_class(suite.machine()))
 
     def result(verdict: Verdict, **kwargs: Any) -> SuiteResult:
+        if _signals.pending() is None:  # after a signal: exit first, `conformance clean` later
+            # Drop the earlier failing examples' namespaces; keep the counterexample's (_cleanup).
+            context.cleanup.settle(keep_last=verdict is Verdict.VIOLATION)
         return SuiteResult(
             backend.name,
             suite.name,
@@ -172,6 +175,8 @@ def run_suite(
             seed,
             budget_spent=context.budget_spent,
             target_examples=context.target_examples,
+            namespaces_dropped=context.cleanup.dropped,
+            namespaces_kept=context.cleanup.kept,
             **kwargs,
         )
 
@@ -235,7 +240,6 @@ def run_suite(
         if _signals.pending() is not None:
             return interrupted()
         return result(Verdict.ERROR, error=str(exc))
-
     except KeyboardInterrupt:
         raise
     except BaseException as exc:

@@ -49,13 +49,18 @@ _UNIT_S = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, None: 1.0}
 
 def duration_s(text: str) -> float:
     """``90``, ``90s``, ``10m``, ``1.5h``, ``500ms`` -> seconds (positive)."""
-    match = _DURATION.fullmatch(text.strip())
-    if match is None:
-        raise argparse.ArgumentTypeError(f"expected a duration such as 90s, 10m or 1h, got {text!r}")
-    seconds = float(match.group(1)) * _UNIT_S[match.group(2)]
+    seconds = age_s(text)
     if seconds <= 0:
         raise argparse.ArgumentTypeError(f"must be more than zero, got {text!r}")
     return seconds
+
+
+def age_s(text: str) -> float:
+    """A duration that may be zero (``conformance clean --older-than 0s``)."""
+    match = _DURATION.fullmatch(text.strip())
+    if match is None:
+        raise argparse.ArgumentTypeError(f"expected a duration such as 90s, 10m or 1h, got {text!r}")
+    return float(match.group(1)) * _UNIT_S[match.group(2)]
 
 
 def join_dash_values(argv: Sequence[str], flags: Sequence[str]) -> list[str]:
