@@ -126,6 +126,9 @@ class Report:
         text = [line(headers), line(["-" * w for w in widths]), *(line(row) for row in rows)]
         if kinds:
             text.append("(fault columns: faults injected of that kind; backend%: time inside the backend)")
+        for r in self.results:
+            if "not-applicable" in r.stats.details:
+                text.append(f"(not applicable on {r.backend}/{r.suite}: {r.stats.details['not-applicable']})")
         return "\n".join(text)
 
     def details(self) -> str:

@@ -23,6 +23,7 @@ import attrs
 from conformance._faults import FAULT_KINDS, FAULT_POINTS, FaultFilter
 from conformance._suites import FAMILIES, BackendUnderTest, Suite, load_suites, suite_named
 from conformance._violations import HarnessEnvironmentError
+from impls.endpoints import SERVICE_NAMES
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
 
@@ -74,6 +75,13 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
         "--name", default=None, help="the backend's name in reports for --store (default: custom)"
     )
     parser.add_argument(
+        "--service",
+        default=None,
+        choices=SERVICE_NAMES,
+        help="the real service --store's factories reach; with an `endpoint` keyword they are opened "
+        "through a fault proxy and the wire faults apply",
+    )
+    parser.add_argument(
         "--suite", type=_csv, default=None, help="suites, comma-separated (default: store,commit)"
     )
     parser.add_argument("--profile", default="ci", help="ci (default) or deep")
@@ -115,7 +123,7 @@ def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
         for suite in suites:
             try:
                 family = FAMILIES[suite.family]
-                custom = family.custom_backend(args.name or "custom", args.store, args.outbox)
+                custom = family.custom_backend(args.name or "custom", args.store, args.outbox, args.service)
             except ValueError as exc:
                 raise UsageError(f"--outbox with suite {suite.name}: {exc}") from None
             pairs.append((custom, suite))
