@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 import time
 from collections.abc import Callable
 from typing import Any, cast
 
 import attrs
 
-from conformance._machine import SuiteStats
+from conformance._machine import ConformanceMachine, SuiteStats
 from conformance._suites import BackendUnderTest
 from conformance._violations import HarnessEnvironmentError
 from impls.saga import SagaBackend, SagaBackendError, SagaCapabilities, SagaTransaction
@@ -16,11 +17,29 @@ from impls.saga import SagaBackend, SagaBackendError, SagaCapabilities, SagaTran
 
 @attrs.frozen
 class SagaTarget:
+    """The backend factory, and the wire (a fault proxy) when the backend names its service and
+    its factory takes an ``endpoint`` keyword: every backend of the example is opened through it."""
+
     factory: Callable[..., Any]
+    wire: Any = None  # a conformance.wire.WireRoute, or None
 
     @classmethod
     def of(cls, backend: BackendUnderTest) -> SagaTarget:
-        return cls(backend.factory("backend"))
+        from conformance.wire import accepts_endpoint, route
+
+        factory = backend.factory("backend")
+        if backend.service is None or not accepts_endpoint(factory):
+            return cls(factory)
+        wire = route(backend.service)
+        return cls(functools.partial(factory, endpoint=wire.endpoint), wire)
+
+    def specialise(self, base: type[ConformanceMachine]) -> type[ConformanceMachine]:
+        """The machine with the wire-fault rule (conformance/saga/_wire.py) when there is a wire."""
+        if self.wire is None:
+            return base
+        from conformance.saga._wire import SagaWireRules
+
+        return type(base.__name__, (SagaWireRules, base), {"proxy": self.wire.proxy})
 
     def open(self, namespace: str) -> SagaBackend:
         try:

@@ -6,9 +6,11 @@ service's endpoint; the fault kinds that drive it around one backend call are in
 """
 
 from conformance.wire._faults import PARTITION as PARTITION
+from conformance.wire._faults import SAGA_WIRE_FAULTS as SAGA_WIRE_FAULTS
 from conformance.wire._faults import STORE_WIRE_FAULTS as STORE_WIRE_FAULTS
 from conformance.wire._faults import WIRE as WIRE
 from conformance.wire._faults import WIRE_COMMIT_REPLY_LOST as WIRE_COMMIT_REPLY_LOST
+from conformance.wire._faults import WIRE_COMMIT_RESET_BEFORE as WIRE_COMMIT_RESET_BEFORE
 from conformance.wire._faults import WIRE_REPLY_LOST as WIRE_REPLY_LOST
 from conformance.wire._faults import WIRE_RESET_BEFORE as WIRE_RESET_BEFORE
 from conformance.wire._faults import WIRE_STALL as WIRE_STALL

@@ -102,5 +102,17 @@ WIRE_COMMIT_REPLY_LOST = register_fault_kind(
     )
 )
 
+WIRE_COMMIT_RESET_BEFORE = register_fault_kind(
+    FaultKind(
+        "wire-commit-reset-before",
+        "a transaction's connection was reset as its COMMIT was sent; the server never saw it",
+        _OnRequests(WireAction.RESET_BEFORE, match="COMMIT"),
+        requires=WIRE,
+    )
+)
+
+#: The kinds the saga suite draws (``conformance/saga/_wire.py``), by name.
+SAGA_WIRE_FAULTS = {k.name: k for k in (WIRE_COMMIT_REPLY_LOST, WIRE_COMMIT_RESET_BEFORE)}
+
 #: The kinds the commit-family suites draw (``arm_wire_fault``), by name.
 STORE_WIRE_FAULTS = {k.name: k for k in (WIRE_REPLY_LOST, WIRE_RESET_BEFORE, WIRE_STALL, PARTITION)}

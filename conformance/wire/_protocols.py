@@ -28,12 +28,16 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-Classifier = Callable[[bytes, bool], str | None]  # (first chunk of a request, first on its connection)
+#: (first chunk of a request, the connection's own notes) -> label or None. ``notes`` starts empty
+#: for each connection; a classifier may remember what it learns there (PostgreSQL's prepared
+#: statement names: psycopg prepares a statement it runs often, COMMIT included, and then sends
+#: only a Bind naming it).
+Classifier = Callable[[bytes, dict[str, str]], str | None]
 
 _REDIS_SETUP = frozenset({"HELLO", "AUTH", "CLIENT", "SELECT", "READONLY"})
 
 
-def redis_request(chunk: bytes, _first: bool) -> str | None:
+def redis_request(chunk: bytes, _notes: dict[str, str]) -> str | None:
     if not chunk.startswith(b"*"):
         return "INLINE"
     parts = chunk.split(b"\r\n", 3)
@@ -46,7 +50,7 @@ def redis_request(chunk: bytes, _first: bool) -> str | None:
 _CQL_PAYLOAD = {0x07: "QUERY", 0x0A: "EXECUTE", 0x0D: "BATCH"}
 
 
-def cql_request(chunk: bytes, _first: bool) -> str | None:
+def cql_request(chunk: bytes, _notes: dict[str, str]) -> str | None:
     for offset in (0, 6):  # a v4 frame, or a v5 frame behind its uncompressed segment header
         if len(chunk) >= offset + 9 and chunk[offset] in (0x03, 0x04, 0x05):
             opcode = chunk[offset + 4]
@@ -62,24 +66,45 @@ def _first_word(text: bytes) -> str:
     return words[0].decode("ascii", "replace").upper().rstrip(";\x00") if words else ""
 
 
-def postgres_request(chunk: bytes, first: bool) -> str | None:
-    if first or not chunk or chunk[0] == 0:
+def postgres_request(chunk: bytes, notes: dict[str, str]) -> str | None:
+    if not chunk or chunk[0] == 0:
         return None  # the startup message (or SSLRequest) carries no type byte: its length leads
-    kind = chr(chunk[0])
-    if kind == "p":
-        return None
-    if kind == "Q" and len(chunk) > 5:
-        return _first_word(chunk[5:]) or "Q"
-    if kind == "P" and len(chunk) > 5:
-        _name, _, rest = chunk[5:].partition(b"\x00")
-        return _first_word(rest) or "P"
-    return kind
+    label = None
+    for kind, body in _pg_messages(chunk):
+        if kind == "p":
+            return None  # a password message
+        if kind == "Q":
+            label = label or _first_word(body) or "Q"
+        elif kind == "P":  # Parse: statement name, query text
+            name, _, rest = body.partition(b"\x00")
+            word = _first_word(rest.partition(b"\x00")[0]) or "P"
+            if name:
+                notes[name.decode("ascii", "replace")] = word
+            label = label or word
+        elif kind == "B":  # Bind: portal name, statement name
+            _portal, _, rest = body.partition(b"\x00")
+            statement = rest.partition(b"\x00")[0].decode("ascii", "replace")
+            label = label or notes.get(statement, "B")
+    return label or chr(chunk[0])
+
+
+def _pg_messages(chunk: bytes) -> list[tuple[str, bytes]]:
+    """The whole typed messages at the start of ``chunk`` (type, body); a cut-off one is dropped."""
+    messages = []
+    offset = 0
+    while offset + 5 <= len(chunk):
+        length = int.from_bytes(chunk[offset + 1 : offset + 5], "big")
+        if length < 4:
+            break
+        messages.append((chr(chunk[offset]), chunk[offset + 5 : offset + 1 + length]))
+        offset += 1 + length
+    return messages
 
 
 _MYSQL_COMMANDS = {0x03: "QUERY", 0x0E: "PING", 0x01: "QUIT", 0x16: "PREPARE", 0x17: "EXECUTE"}
 
 
-def mysql_request(chunk: bytes, _first: bool) -> str | None:
+def mysql_request(chunk: bytes, _notes: dict[str, str]) -> str | None:
     if len(chunk) < 5 or chunk[3] != 0:
         return None  # the handshake answer has sequence 1
     command = chunk[4]

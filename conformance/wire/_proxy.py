@@ -79,6 +79,7 @@ class _Link:
         self.client = client
         self.server = server
         self.awaiting = False  # a request was forwarded and its answer has not begun
+        self.notes: dict[str, str] = {}  # what the protocol's classifier remembers (prepared names)
         self.fate: WireAction | None = None  # what happens to the answer of the current request
         self.closed = False
 
@@ -214,13 +215,12 @@ class FaultProxy:
             link.close()
 
     async def _requests(self, link: _Link, reader: asyncio.StreamReader) -> None:
-        first = True
         while data := await reader.read(65536):
             if self._partitioned or link.closed:
                 link.reset()
                 return
             if not link.awaiting:
-                label = self._classify(data, first)
+                label = self._classify(data, link.notes)
                 action = None if label is None else self._take(label, link)
                 link.awaiting = True
                 link.fate = action
@@ -229,7 +229,6 @@ class FaultProxy:
                     return
                 if action is WireAction.STALL:
                     asyncio.get_running_loop().call_later(self.stall_s, link.reset)
-            first = False
             link.server.write(data)
             await link.server.drain()
         link.close()

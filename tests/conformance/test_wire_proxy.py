@@ -14,16 +14,20 @@ from impls.redis import redis_client
 
 
 def test_requests_are_told_from_housekeeping() -> None:
-    assert redis_request(b"*3\r\n$7\r\nEVALSHA\r\n$40\r\n", False) == "EVALSHA"
-    assert redis_request(b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n", True) is None
-    assert postgres_request(b"\x00\x00\x00\x08\x04\xd2\x16\x2f", True) is None  # SSLRequest
-    assert postgres_request(b"\x00\x00\x00\x54\x00\x03\x00\x00user\x00", False) is None  # startup
-    assert postgres_request(b"Q\x00\x00\x00\x0bCOMMIT\x00", False) == "COMMIT"
-    assert postgres_request(b"P\x00\x00\x00\x20\x00SELECT 1\x00\x00\x00", False) == "SELECT"
-    assert mysql_request(b"\x07\x00\x00\x00\x03COMMIT", False) == "COMMIT"
-    assert mysql_request(b"\x20\x00\x00\x01\x85\xa6", False) is None  # the handshake answer
-    assert cql_request(bytes([0x04, 0, 0, 1, 0x0A]) + b"\x00\x00\x00\x00", False) == "EXECUTE"
-    assert cql_request(bytes([0x04, 0, 0, 1, 0x05]) + b"\x00\x00\x00\x00", False) is None  # heartbeat
+    assert redis_request(b"*3\r\n$7\r\nEVALSHA\r\n$40\r\n", {}) == "EVALSHA"
+    assert redis_request(b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n", {}) is None
+    assert postgres_request(b"\x00\x00\x00\x08\x04\xd2\x16\x2f", {}) is None  # SSLRequest
+    assert postgres_request(b"\x00\x00\x00\x54\x00\x03\x00\x00user\x00", {}) is None  # startup
+    assert postgres_request(b"Q\x00\x00\x00\x0bCOMMIT\x00", {}) == "COMMIT"
+    parse = b"_pg3_0\x00COMMIT\x00\x00\x00"
+    notes: dict[str, str] = {}
+    assert postgres_request(b"P" + (4 + len(parse)).to_bytes(4, "big") + parse, notes) == "COMMIT"
+    bind = b"\x00_pg3_0\x00\x00\x00\x00\x00\x00\x00"
+    assert postgres_request(b"B" + (4 + len(bind)).to_bytes(4, "big") + bind, notes) == "COMMIT"
+    assert mysql_request(b"\x07\x00\x00\x00\x03COMMIT", {}) == "COMMIT"
+    assert mysql_request(b"\x20\x00\x00\x01\x85\xa6", {}) is None  # the handshake answer
+    assert cql_request(bytes([0x04, 0, 0, 1, 0x0A]) + b"\x00\x00\x00\x00", {}) == "EXECUTE"
+    assert cql_request(bytes([0x04, 0, 0, 1, 0x05]) + b"\x00\x00\x00\x00", {}) is None  # heartbeat
 
 
 @pytest.mark.service("redis")
