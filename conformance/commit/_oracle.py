@@ -31,6 +31,7 @@ each key must equal the model's, and its rank must not have gone down (C-POST-08
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
@@ -107,6 +108,7 @@ T = TypeVar("T")
 Gate = Callable[[], Awaitable[None]]
 
 _SETTLE_ATTEMPTS = 5
+_WIRE_SETTLE_ATTEMPTS = 12  # about 12 s of backoff in all
 
 
 class HaltExample(BaseException):
@@ -329,7 +331,12 @@ class StoreOracle:
     ) -> LoadedCommit | MessageStoreError | None:
         """The backend's view of ``key``, retrying uncertain failures; no gate, no injected faults."""
         last: MessageStoreError | None = None
-        for _ in range(_SETTLE_ATTEMPTS):
+        # Behind a fault proxy a reset connection may leave the driver reconnecting for a while
+        # (cassandra-driver marks its only host down after one reset): wait for it, bounded.
+        attempts = _SETTLE_ATTEMPTS if self.wire is None else _WIRE_SETTLE_ATTEMPTS
+        for attempt in range(attempts):
+            if attempt and self.wire is not None:
+                await asyncio.sleep(min(0.05 * 2**attempt, 2.0))
             result = await self.call_real(
                 "load_commit", key, lambda: self.real.load_commit(key, conversation)
             )
