@@ -50,6 +50,7 @@ class FailureFile:
     program: tuple[Step, ...]
     trace: tuple[str, ...] = ()
     reproduce_blob: str | None = None
+    service: str | None = None  # the real service the backend was reached on, through a fault proxy
     created_at: str = attrs.field(
         factory=lambda: datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -71,6 +72,7 @@ class FailureFile:
             "trace": list(self.trace),
             "reproduce_blob": self.reproduce_blob,
             "created_at": self.created_at,
+            **({"service": self.service} if self.service is not None else {}),
         }
 
     @classmethod
@@ -94,6 +96,7 @@ class FailureFile:
                 program=program,
                 trace=tuple(str(t) for t in data.get("trace") or ()),
                 reproduce_blob=data.get("reproduce_blob"),
+                service=str(data["service"]) if data.get("service") else None,
                 created_at=str(data.get("created_at", "")),
             )
         except (KeyError, TypeError, AttributeError) as exc:

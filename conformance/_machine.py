@@ -138,6 +138,10 @@ class RunContext:
     def machine_class(self, base: type[ConformanceMachine]) -> type[ConformanceMachine]:
         """A subclass bound to this context, named after backend and suite (the database key)."""
         label = "".join(ch if ch.isalnum() else "_" for ch in f"{self.backend}_{self.suite}")
+        # A target may add rules its backend supports (the wire faults: conformance/commit/_target.py).
+        specialise = getattr(self.target, "specialise", None)
+        if callable(specialise):
+            base = specialise(base)
         return type(f"{base.__name__}_{label}", (base,), {"context": self})
 
 

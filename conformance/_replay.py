@@ -60,11 +60,11 @@ def backend_for(failure: FailureFile, overrides: Mapping[str, str] | None = None
     suite = suite_named(failure.suite)
     factories: dict[str, str] = dict(failure.factories)
     factories.update(overrides or {})
-    service = None
+    service = failure.service
     family = FAMILIES.get(suite.family)
     if family is not None:
         named = family.backends().get(failure.backend)
-        if named is not None:
+        if named is not None and service is None:
             service = named.service
     for role, path in factories.items():
         if path.startswith("<"):

@@ -170,6 +170,9 @@ class Report:
                 text.extend(
                     _wrapped(f"  {_clip(r.backend, BACKEND_WIDTH)}/{r.suite}".ljust(label + 4), counts)
                 )
+        for r in self.results:
+            if "not-applicable" in r.stats.details:
+                text.append(f"(not applicable on {r.backend}/{r.suite}: {r.stats.details['not-applicable']})")
         return "\n".join(text)
 
     def headline(self) -> str:

@@ -22,7 +22,7 @@ from hypothesis.stateful import run_state_machine_as_test
 
 from conformance import _signals
 from conformance._failures import FailureFile
-from conformance._faults import ALL_FAULTS, FaultFilter
+from conformance._faults import ALL_FAULTS, FaultFilter, fault_targets
 from conformance._journal import Journal
 from conformance._machine import BudgetSpent, RunContext
 from conformance._minimize import minimize
@@ -73,6 +73,7 @@ def run_conformance(
     database_dir: Path | str | None = DEFAULT_DATABASE_DIR,
     coverage_gate: bool = True,
     progress: bool | Progress = False,
+    service: str | None = None,
 ) -> Report:
     """Run suites on one third-party backend; no pytest needed. Never raises for a verdict.
 
@@ -84,13 +85,15 @@ def run_conformance(
     ``"module:function"`` path. ``faults`` restricts what is injected (kind or fault-point names,
     ``-name`` to drop one). Inspect ``Report.ok`` / ``Report.exit_code`` / ``Report.details()``;
     an unknown suite or an outbox for the saga suite raises ``ValueError`` (a bad factory path is
-    an ``ERROR`` verdict).
+    an ``ERROR`` verdict). ``service`` names the real service (``redis``, ``cassandra``,
+    ``postgres``, ``mariadb``) a factory that takes an ``endpoint`` keyword is opened on, through
+    a fault proxy: the wire faults then apply (docs/backend-authors.md).
     """
     pairs = []
     for name in suites:
         suite = suite_named(name)
         family = FAMILIES[suite.family]
-        pairs.append((family.custom_backend(backend, store_factory, outbox_factory), suite))
+        pairs.append((family.custom_backend(backend, store_factory, outbox_factory, service), suite))
     options = RunOptions(
         profile=profile,
         examples=examples,
@@ -198,6 +201,7 @@ def run_suite(
             program=tuple(recorded.program),
             trace=tuple(recorded.trace),
             reproduce_blob=_reproduce_blob(exc) if exc is not None else None,
+            service=backend.service,
         )
 
     def summary(failure: FailureFile, flaky: bool) -> FailureSummary:
@@ -266,7 +270,17 @@ def run_suite(
     if _signals.pending() is not None:
         return interrupted()
 
-    targets = suite.coverage_targets(context.stats)
+    targets = dict(suite.coverage_targets(context.stats))
+    # fault:<kind> for every kind of the suite the backend can suffer; the others are said, not demanded
+    kind_targets, not_applicable = fault_targets(suite.fault_kinds, context.stats.details)
+    targets.update(kind_targets)
+    if not_applicable:
+        by_reason: dict[str, list[str]] = {}
+        for name, why in sorted(not_applicable.items()):
+            by_reason.setdefault(why, []).append(name)
+        context.stats.details["not-applicable"] = "; ".join(
+            f"{', '.join(names)}: {why}" for why, names in by_reason.items()
+        )
     gaps = tuple(
         CoverageGap(target, why)
         for target, why in sorted(targets.items())

@@ -135,10 +135,17 @@ class Family:
         return {role: frozenset(found) for role, found in paths.items()}
 
     def custom_backend(
-        self, name: str, primary: str | Callable[..., Any], outbox: str | Callable[..., Any] | None = None
+        self,
+        name: str,
+        primary: str | Callable[..., Any],
+        outbox: str | Callable[..., Any] | None = None,
+        service: str | None = None,
     ) -> BackendUnderTest:
-        """A third-party backend of this family: its primary factory, optional roles defaulted."""
-        return BackendUnderTest(name, self.name, {**self.custom_defaults, **self.overrides(primary, outbox)})
+        """A third-party backend of this family: its primary factory, optional roles defaulted;
+        ``service`` the real service its factories reach (through a fault proxy, when they take an
+        ``endpoint``)."""
+        factories = {**self.custom_defaults, **self.overrides(primary, outbox)}
+        return BackendUnderTest(name, self.name, factories, service)
 
 
 SUITES: dict[str, Suite] = {}

@@ -40,6 +40,7 @@ from conformance._usage import (
 )
 from conformance._usage import UsageError as UsageError  # re-exported: subcommands raise it
 from conformance._violations import HarnessEnvironmentError
+from impls.endpoints import SERVICE_NAMES
 
 if TYPE_CHECKING:
     from conformance._report import Report
@@ -92,6 +93,13 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--name", default=None, help="the backend's name in reports for --store (default: custom)"
+    )
+    parser.add_argument(
+        "--service",
+        default=None,
+        choices=SERVICE_NAMES,
+        help="the real service --store's factories reach; with an `endpoint` keyword they are opened "
+        "through a fault proxy and the wire faults apply",
     )
     parser.add_argument(
         "--suite", type=_csv, default=None, help="suites, comma-separated (default: store,commit)"
@@ -167,7 +175,7 @@ def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
         for suite in suites:
             try:
                 family = FAMILIES[suite.family]
-                custom = family.custom_backend(args.name or "custom", args.store, args.outbox)
+                custom = family.custom_backend(args.name or "custom", args.store, args.outbox, args.service)
             except ValueError as exc:
                 raise UsageError(f"--outbox with suite {suite.name}: {exc}") from None
             pairs.append((custom, suite))

@@ -64,8 +64,11 @@ class CommitWorld(ConformanceMachine):
         self.now = v.T0
         self.real: MessageStore | None = None
         self.real = self.run(target.open_store(self.namespace, self.membership))
-        self.oracle = StoreOracle(self.context, self.real, self.membership, self.namespace, self.note)
+        self.oracle = StoreOracle(
+            self.context, self.real, self.membership, self.namespace, self.note, wire=target.proxy
+        )
         details = self.context.stats.details
+        details.setdefault("wire", str(target.wire is not None))
         details.setdefault(
             "atomic_publish_and_commit", str(self.oracle.capabilities.atomic_publish_and_commit)
         )

@@ -232,10 +232,12 @@ class MysqlEngine:
 
 
 def open_mysql_saga_backend(
-    namespace: str, dsn: str | None = None, *, lock_wait_timeout_s: int = LOCK_WAIT_TIMEOUT_S
+    namespace: str, endpoint: str | None = None, *, lock_wait_timeout_s: int = LOCK_WAIT_TIMEOUT_S
 ) -> ServerSagaBackend:
-    """The saga backend for ``namespace`` on MariaDB/MySQL (``RATCHET_MYSQL_DSN`` unless ``dsn``)."""
-    return ServerSagaBackend(MysqlEngine(mysql_params(dsn or mysql_dsn()), lock_wait_timeout_s), namespace)
+    """The saga backend for ``namespace`` on MariaDB/MySQL (``RATCHET_MYSQL_DSN`` or the DSN ``endpoint``)."""
+    return ServerSagaBackend(
+        MysqlEngine(mysql_params(endpoint or mysql_dsn()), lock_wait_timeout_s), namespace
+    )
 
 
 __all__ = ["MYSQL", "MysqlDialect", "MysqlEngine", "open_mysql_saga_backend"]

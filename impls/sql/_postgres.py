@@ -192,10 +192,10 @@ class PostgresEngine:
 
 
 def open_postgres_saga_backend(
-    namespace: str, dsn: str | None = None, *, lock_timeout_ms: int = LOCK_TIMEOUT_MS
+    namespace: str, endpoint: str | None = None, *, lock_timeout_ms: int = LOCK_TIMEOUT_MS
 ) -> ServerSagaBackend:
-    """The saga backend for ``namespace`` on PostgreSQL (``RATCHET_PG_DSN`` unless ``dsn``)."""
-    return ServerSagaBackend(PostgresEngine(dsn or pg_dsn(), lock_timeout_ms), namespace)
+    """The saga backend for ``namespace`` on PostgreSQL (``RATCHET_PG_DSN`` or the DSN ``endpoint``)."""
+    return ServerSagaBackend(PostgresEngine(endpoint or pg_dsn(), lock_timeout_ms), namespace)
 
 
 __all__ = ["POSTGRES", "PostgresDialect", "PostgresEngine", "open_postgres_saga_backend"]
