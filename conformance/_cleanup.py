@@ -91,11 +91,11 @@ def drop(opened: Opened, run: Runner) -> bool:
 def reopen_and_drop(opened: Opened, run: Runner) -> bool:
     """Open ``opened``'s namespace again with its factory and arguments, drop it, close it."""
     try:
-        value = _settle(opened.factory(*opened.args), run)
+        value = _settle(opened.factory(*opened.args, **opened.kwargs), run)
     except Exception:
         return False
     try:
-        return drop(Opened(opened.factory, opened.args, value), run)
+        return drop(Opened(opened.factory, opened.args, value, opened.kwargs), run)
     finally:
         with contextlib.suppress(Exception):
             _settle(value.close(), run)

@@ -36,6 +36,7 @@ class Opened:
     factory: Callable[..., Any]  # the undecorated factory
     args: tuple[Any, ...]
     value: Any
+    kwargs: dict[str, Any] = attrs.field(factory=dict)  # e.g. the fault proxy's endpoint
 
 
 _opening: contextvars.ContextVar[list[Opened] | None] = contextvars.ContextVar(
@@ -68,16 +69,16 @@ def named_factory(factory: Callable[..., Any], label: str) -> Callable[..., Any]
         return BackendFactoryError(f"{label} raised {type(exc).__name__}: {exc}")
 
     @functools.wraps(factory)
-    def opened(*args: Any) -> Any:
+    def opened(*args: Any, **kwargs: Any) -> Any:
         try:
-            value = factory(*args)
+            value = factory(*args, **kwargs)
         except HarnessEnvironmentError:
             raise
         except Exception as exc:
             raise failed(exc) from exc
         if inspect.isawaitable(value):
-            return _awaited(value, factory, args, failed)
-        _record(factory, args, value)
+            return _awaited(value, factory, args, kwargs, failed)
+        _record(factory, args, kwargs, value)
         return value
 
     opened.ratchet_factory = factory  # type: ignore[attr-defined]
@@ -88,6 +89,7 @@ async def _awaited(
     pending: Awaitable[Any],
     factory: Callable[..., Any],
     args: tuple[Any, ...],
+    kwargs: dict[str, Any],
     failed: Callable[[Exception], BackendFactoryError],
 ) -> Any:
     try:
@@ -96,11 +98,11 @@ async def _awaited(
         raise
     except Exception as exc:
         raise failed(exc) from exc
-    _record(factory, args, value)
+    _record(factory, args, kwargs, value)
     return value
 
 
-def _record(factory: Callable[..., Any], args: tuple[Any, ...], value: Any) -> None:
+def _record(factory: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any], value: Any) -> None:
     opened = _opening.get()
     if opened is not None:
-        opened.append(Opened(factory, args, value))
+        opened.append(Opened(factory, args, value, dict(kwargs)))
