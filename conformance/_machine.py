@@ -89,6 +89,7 @@ class RunContext:
     stats: SuiteStats = attrs.field(factory=SuiteStats)
     last_failure: RecordedFailure | None = None
     progress: ProgressHook | None = None
+    profile: str = "ci"  # faults that cost seconds (a Cassandra restart) run only in some profiles
     run_id: str = attrs.field(factory=lambda: uuid.uuid4().hex[:10])
     started: float = attrs.field(factory=time.perf_counter)
     _namespaces: int = 0

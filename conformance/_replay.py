@@ -59,16 +59,18 @@ def backend_for(failure: FailureFile, overrides: Mapping[str, str] | None = None
     factories: dict[str, str] = dict(failure.factories)
     factories.update(overrides or {})
     service = None
+    in_process = False
     family = FAMILIES.get(suite.family)
     if family is not None:
         named = family.backends().get(failure.backend)
         if named is not None:
             service = named.service
+            in_process = named.in_process
     for role, path in factories.items():
         if path.startswith("<"):
             flag = "--store" if family is not None and role == family.primary_role else f"--{role}"
             raise ValueError(f"the {role} factory of this failure is not importable ({path}); pass {flag}")
-    return BackendUnderTest(failure.backend, suite.family, factories, service)
+    return BackendUnderTest(failure.backend, suite.family, factories, service, in_process)
 
 
 def replay(
@@ -83,7 +85,7 @@ def replay(
     backend = backend_for(failure, overrides)
     target = suite.make_target(backend)
     faults = FaultFilter.parse(failure.faults.split(","))
-    context = RunContext(suite.name, backend.name, target, faults)
+    context = RunContext(suite.name, backend.name, target, faults, profile=failure.profile)
     machine_class = context.machine_class(suite.machine())
     rules = set(step_names(machine_class))
     unknown = sorted({s.rule for s in failure.program} - rules)

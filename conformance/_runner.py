@@ -118,13 +118,16 @@ def run_suite(
     started = time.perf_counter()
     try:
         target = suite.make_target(backend)
+        examples = options.examples if options.examples is not None else suite.examples.get(options.profile)
         settings = hypothesis_settings(
-            options.profile, examples=options.examples, steps=options.steps, database_dir=options.database_dir
+            options.profile, examples=examples, steps=options.steps, database_dir=options.database_dir
         )
     except ValueError as exc:
         context = RunContext(suite.name, backend.name, None)
         return SuiteResult(backend.name, suite.name, Verdict.ERROR, context.stats, 0.0, seed, error=str(exc))
-    context = RunContext(suite.name, backend.name, target, options.faults, progress=progress)
+    context = RunContext(
+        suite.name, backend.name, target, options.faults, progress=progress, profile=options.profile
+    )
     machine = hypothesis.seed(seed)(context.machine_class(suite.machine()))
 
     def result(verdict: Verdict, **kwargs: Any) -> SuiteResult:

@@ -44,7 +44,7 @@ from conformance.commit._oracle import HaltExample, ObservedStore
 from conformance.commit._outbox import ObservedOutbox, OutboxOracle
 from conformance.commit._store_machine import CONVERSATIONS, KEYS, STORE_FAULTS, VARIANTS, CommitWorld
 from conformance.commit._target import CommitTarget
-from impls.api import ListableOutbox, Outbox
+from impls.api import ListableOutbox, MessageStore, Outbox
 from impls.commit import MessageCommitter
 from model.commit import (
     MAX_SCAN_ITEMS,
@@ -93,9 +93,12 @@ class CommitMachine(CommitWorld):
 
     # --- building workers ----------------------------------------------------------------------
 
-    def committer(self, gate: Gate | None = None, conversation: str = "c1") -> MessageCommitter:
+    def committer(
+        self, gate: Gate | None = None, conversation: str = "c1", real: MessageStore | None = None
+    ) -> MessageCommitter:
+        """A new committer; ``real``: another store object of the namespace (two-clients)."""
         assert self.outbox is not None
-        store = ObservedStore(self.oracle, gate, for_committer=True)
+        store = ObservedStore(self.oracle, gate, for_committer=True, real=real)
         self.step_stores.append(store)
         return MessageCommitter(
             store,

@@ -142,6 +142,9 @@ class StoreOracle:
         self.touched: set[CommitKey] = set()
         self.last_op: dict[CommitKey, str] = {}
         self.intents: dict[CommitKey, CommitIntent] = {}  # the intent each key was reserved with
+        # Set while the harness itself has the backend down (a server it killed is restarting):
+        # a read-back awaits it instead of taking the outage for the backend's fault.
+        self.outage: Callable[[], Awaitable[None]] | None = None
 
     # --- verdicts -------------------------------------------------------------------------
 
@@ -313,6 +316,8 @@ class StoreOracle:
                 self.judge("load_commit", key, expected, result)
                 return expected
             last = result
+            if self.outage is not None:
+                await self.outage()
         raise HarnessEnvironmentError(f"the backend stayed unavailable while reading a key back: {last}")
 
     async def settle(
@@ -452,9 +457,16 @@ class ObservedStore:
     (C-POST-06, C-POST-07); the store machine calls every method directly on every store.
     """
 
-    def __init__(self, oracle: StoreOracle, gate: Gate | None = None, *, for_committer: bool = False) -> None:
+    def __init__(
+        self,
+        oracle: StoreOracle,
+        gate: Gate | None = None,
+        *,
+        for_committer: bool = False,
+        real: MessageStore | None = None,
+    ) -> None:
         self._oracle = oracle
-        self._real = oracle.real
+        self._real = real if real is not None else oracle.real  # another client of the same namespace
         self._gate = gate
         self._for_committer = for_committer
         self.first_seen: dict[CommitKey, str] = {}  # the stage each key was first read at (coverage)

@@ -50,7 +50,12 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
 
 def _named_backends() -> Mapping[str, BackendUnderTest]:
     return {
-        name: BackendUnderTest(name, "saga", {"backend": spec.factory}, spec.service)
+        name: BackendUnderTest(
+            name,
+            "saga",
+            {"backend": spec.factory} | ({"control": spec.control} if spec.control else {}),
+            spec.service,
+        )
         for name, spec in SAGA_BACKENDS.items()
     }
 

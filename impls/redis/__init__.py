@@ -18,7 +18,7 @@ from __future__ import annotations
 import fakeredis
 from redis.asyncio import Redis
 from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
+from redis.asyncio.retry import Retry  # the asyncio one: the sync Retry never awaits, so never retries
 
 from impls import endpoints
 from impls.api import MembershipDirectory
