@@ -14,11 +14,10 @@ redis-py is called, with error translation and round-trip counting, in ``_gatewa
 
 from __future__ import annotations
 
-
 import fakeredis
 from redis.asyncio import Redis
-from redis.backoff import ExponentialBackoff
 from redis.asyncio.retry import Retry  # the asyncio one: the sync Retry never awaits, so never retries
+from redis.backoff import ExponentialBackoff
 
 from impls import endpoints
 from impls.api import MembershipDirectory
