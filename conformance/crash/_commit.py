@@ -42,7 +42,14 @@ from conformance.crash._faults import CRASH_MOMENTS, REOPEN, SERVER_CRASH, TWO_C
 from conformance.crash._target import ControlSlot, control_slot
 from impls.api import MessageStore
 from impls.commit import MessageCommitter
-from model.commit import CommitErrorKind, CommitKey, CommitStage, MessageStoreError
+from model.commit import (
+    ABSENT_RANK,
+    CommitErrorKind,
+    CommitKey,
+    CommitStage,
+    LoadedCommitted,
+    MessageStoreError,
+)
 
 MAX_CRASHES_PER_EXAMPLE = 2
 IN_FLIGHT_DELAYS_MS = (0, 1, 3, 10)
@@ -94,14 +101,50 @@ class DurabilityCommitMachine(CommitMachine):
         if control is None or not self._crash_enabled():
             return  # replayed on a backend without control: the step is a no-op, as in the run
         self.crashes += 1
-        if moment == "between-steps":
-            cycle = self.target.slot.cycle(self.context, control)
-        else:
-            cycle = self._crash_in_flight(control, v.parse_key(key), delay_ms)
-        self.context.inject(SERVER_CRASH.name)
-        self.context.reach(f"server-crash:{moment}")
-        self.note(cycle.describe())
-        self._read_everything_back(f"after server-crash ({control.durability()})")
+        try:
+            if moment == "between-steps":
+                cycle = self.target.slot.cycle(self.context, control)
+            else:
+                cycle = self._crash_in_flight(control, v.parse_key(key), delay_ms)
+            self.context.inject(SERVER_CRASH.name)
+            self.context.reach(f"server-crash:{moment}")
+            self.note(cycle.describe())
+            self._read_everything_back(f"after server-crash ({control.durability()})")
+        except Violation as violation:
+            raise self._lost_writes(violation, control) from None
+
+    def _lost_writes(self, violation: Violation, control: ServiceControl) -> Violation:
+        """Whichever check noticed first, a key that reads back below the stage the model holds (the
+        stage it acknowledged) means the server lost an acknowledged write: C-POST-08, forward only."""
+        lost: list[str] = []
+        for key, entry in sorted(self.oracle.state.commits.items(), key=lambda item: item[0].sort_key()):
+            try:
+                real = self.run(self.oracle.real.load_commit(key, entry.conversation))
+            except (MessageStoreError, HaltExample):
+                continue
+            stage = (
+                "absent"
+                if real is None
+                else "COMMITTED"
+                if isinstance(real, LoadedCommitted)
+                else real.stage.name
+            )
+            rank = ABSENT_RANK if real is None else CommitStage[stage].rank
+            if rank < entry.stage.rank:
+                lost.append(f"{v.key_name(key)} {entry.stage.name} -> {stage}")
+        if not lost:
+            return violation
+        found = Violation(
+            "C-POST-08",
+            f"after server-crash the backend lost acknowledged writes: {', '.join(lost)}",
+            {
+                **violation.context,
+                "durability": control.durability(),
+                "first-noticed": violation.message[:300],
+            },
+        )
+        self.oracle.violation = found
+        return found
 
     def _crash_in_flight(self, control: ServiceControl, key: CommitKey, delay_ms: int) -> CrashCycle:
         request = v.request(key)
