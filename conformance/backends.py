@@ -73,6 +73,7 @@ class SagaBackendSpec:
     service: str | None
     description: str
     control: str | None = None  # "module:function" returning a conformance.crash.ServiceControl
+    in_process: bool = False  # its state lives in the backend object: reopen does not apply
 
 
 SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
@@ -83,12 +84,14 @@ SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
             "impls.saga.memory:open_memory_saga_backend",
             None,
             "dict tables, copy-on-begin transactions",
+            in_process=True,  # close() drops the namespace's tables: a reopen finds none
         ),
         SagaBackendSpec(
             "sqlite",
             "impls.sql:open_sqlite_saga_backend",
             None,
             "the shared SQL saga backend on SQLite (BEGIN IMMEDIATE, in-memory database per namespace)",
+            in_process=True,
         ),
         SagaBackendSpec(
             "postgres",

@@ -1,5 +1,6 @@
-"""Registers the ``durability`` suite (commit family): the commit machine plus server-crash, reopen and
-two clients (``_commit``). The saga family's ``saga-durability`` is registered by ``_saga_suite``.
+"""Registers the ``durability`` suite (commit family: the commit machine plus server-crash, reopen and
+two clients, ``_commit``) and ``saga-durability`` (the saga machine plus server-crash and reopen,
+``_saga``).
 
 Coverage asks only for what this suite adds (the commit suite asks for the rest): every rule ran,
 each fault kind was injected and each crash moment reached where it applies, an acknowledged commit
@@ -13,10 +14,11 @@ from __future__ import annotations
 from collections.abc import Mapping
 
 from conformance._machine import ConformanceMachine, SuiteStats, step_names
-from conformance._suites import Suite, register_suite
+from conformance._suites import BackendUnderTest, Suite, register_suite
 from conformance.crash._faults import CRASH_MOMENTS, REOPEN, SERVER_CRASH, TWO_CLIENTS
 
 EXAMPLES = {"ci": 30, "deep": 300}
+SAGA_EXAMPLES = {"ci": 20, "deep": 200}  # a saga step costs ten times a commit step
 CRASH_RULES = ("server_crash",)
 REOPEN_RULES = ("reopen", "concurrent_clients")
 
@@ -27,10 +29,10 @@ def _machine() -> type[ConformanceMachine]:
     return DurabilityCommitMachine
 
 
-def _target(backend: object) -> object:
+def _target(backend: BackendUnderTest) -> object:
     from conformance.crash._commit import DurabilityTarget
 
-    return DurabilityTarget.of(backend)  # type: ignore[arg-type]
+    return DurabilityTarget.of(backend)
 
 
 def crash_applies(stats: SuiteStats) -> bool:
@@ -72,5 +74,47 @@ DURABILITY_SUITE = register_suite(
         make_target=_target,
         coverage_targets=durability_targets,
         examples=EXAMPLES,
+    )
+)
+
+
+def _saga_machine() -> type[ConformanceMachine]:
+    from conformance.crash._saga import DurabilitySagaMachine
+
+    return DurabilitySagaMachine
+
+
+def _saga_target(backend: BackendUnderTest) -> object:
+    from conformance.crash._saga import SagaDurabilityTarget
+
+    return SagaDurabilityTarget.of(backend)
+
+
+def saga_durability_targets(stats: SuiteStats) -> Mapping[str, str]:
+    """Only what this suite adds: the saga suite's own gate asks for the rest."""
+    targets: dict[str, str] = {}
+    if crash_applies(stats):
+        targets["step:server_crash"] = "this rule never ran"
+        targets[f"fault:{SERVER_CRASH.name}"] = "the server was never killed"
+        targets["server-crash:between-steps"] = "the server was never killed between steps"
+        targets["committed-survived"] = "no kill came after a committed saga"
+    if reopen_applies(stats):
+        targets["step:reopen"] = "this rule never ran"
+        targets[f"fault:{REOPEN.name}"] = "no backend object was reopened"
+        for role in ("orchestrator", "participant"):
+            targets[f"reopened:{role}"] = f"no {role}'s backend was reopened"
+    return targets
+
+
+SAGA_DURABILITY_SUITE = register_suite(
+    Suite(
+        name="saga-durability",
+        family="saga",
+        description="the saga suite plus server-crash (kill -9 between steps, restart) and reopen",
+        fault_kinds=(SERVER_CRASH, REOPEN),
+        machine=_saga_machine,
+        make_target=_saga_target,
+        coverage_targets=saga_durability_targets,
+        examples=SAGA_EXAMPLES,
     )
 )

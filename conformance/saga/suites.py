@@ -55,6 +55,7 @@ def _named_backends() -> Mapping[str, BackendUnderTest]:
             "saga",
             {"backend": spec.factory} | ({"control": spec.control} if spec.control else {}),
             spec.service,
+            spec.in_process,
         )
         for name, spec in SAGA_BACKENDS.items()
     }
