@@ -24,6 +24,7 @@ from conformance._failures import FailureFile
 from conformance._faults import ALL_FAULTS, FaultFilter
 from conformance._machine import RunContext
 from conformance._minimize import minimize
+from conformance._outage import BackendLost, outage_reason
 from conformance._progress import Progress
 from conformance._report import FailureSummary, Report, SuiteResult, Verdict
 from conformance._settings import hypothesis_settings
@@ -139,9 +140,15 @@ def run_suite(
         run_state_machine_as_test(machine, settings=settings)
     except HarnessEnvironmentError as exc:
         return result(Verdict.ERROR, error=str(exc))
+    except BackendLost as exc:
+        return result(Verdict.ERROR, error=str(exc))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:
+        # An outage is not a verdict: a server that went away explains whatever failed.
+        outage = context.environment_error or outage_reason(backend.service)
+        if outage is not None:
+            return result(Verdict.ERROR, error=outage)
         recorded = context.last_failure
         violation = _violation_in(exc)
         if recorded is None or violation is None:

@@ -36,6 +36,7 @@ from hypothesis.stateful import Bundle, multiple, rule
 
 from conformance._faults import CRASH, INTERLEAVE, RECOVERY_SWEEP
 from conformance._machine import step
+from conformance._outage import bounded
 from conformance._scheduler import Gate, Scheduler, SchedulerHang, WorkerOutcome
 from conformance.commit import _vocabulary as v
 from conformance.commit._faults import OUTBOX_DOWN, OUTBOX_FAULTS
@@ -544,6 +545,6 @@ class CommitMachine(CommitWorld):
             if self.outbox is not None:
                 outbox, self.outbox = self.outbox, None
                 with contextlib.suppress(MessageStoreError):
-                    self.run(outbox.close())
+                    self.run(bounded("the outbox's close", outbox.close(), self.context))
         finally:
             super().close()

@@ -34,6 +34,7 @@ from typing import Any, TypeVar
 
 from conformance._faults import FAILED_BEFORE, RESPONSE_LOST, FaultKind
 from conformance._machine import RunContext
+from conformance._outage import bounded
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.commit._judge import (
     combined_step_rule,
@@ -177,7 +178,7 @@ class StoreOracle:
         stats = self.context.stats
         start = time.perf_counter()
         try:
-            return await call()
+            return await bounded(f"the backend call {op}", call(), self.context)
         except MessageStoreError as error:
             if self.namespace in str(error):
                 raise self.fail(

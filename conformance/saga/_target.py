@@ -9,6 +9,7 @@ from typing import Any, cast
 import attrs
 
 from conformance._machine import SuiteStats
+from conformance._outage import bounded_sync
 from conformance._suites import BackendUnderTest
 from conformance._violations import HarnessEnvironmentError
 from impls.saga import SagaBackend, SagaBackendError, SagaCapabilities, SagaTransaction
@@ -24,7 +25,7 @@ class SagaTarget:
 
     def open(self, namespace: str) -> SagaBackend:
         try:
-            backend = self.factory(namespace)
+            backend = bounded_sync("the saga backend factory", lambda: self.factory(namespace))
         except SagaBackendError as exc:
             raise HarnessEnvironmentError(
                 f"the saga backend factory could not open a backend: {exc}"
