@@ -22,7 +22,9 @@ recovery), judged as there. Added rules:
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import time
 
 import attrs
 from hypothesis import strategies as st
@@ -109,9 +111,26 @@ class DurabilityCommitMachine(CommitMachine):
             self.context.inject(SERVER_CRASH.name)
             self.context.reach(f"server-crash:{moment}")
             self.note(cycle.describe())
+            self.run(self._until_clients_reconnect(control))
             self._read_everything_back(f"after server-crash ({control.durability()})")
         except Violation as violation:
             raise self._lost_writes(violation, control) from None
+
+    async def _until_clients_reconnect(self, control: ServiceControl) -> None:
+        """The server answers; now wait until this example's own clients do (a driver may back off
+        before reconnecting: cassandra-driver marks the host down and retries after a delay)."""
+        deadline = time.monotonic() + RESTART_WAIT_S
+        for client in (self.real, self.outbox, *self.clients):
+            while client is not None:
+                try:
+                    await client.readiness()
+                    break
+                except MessageStoreError as error:
+                    if time.monotonic() > deadline:
+                        raise HarnessEnvironmentError(
+                            f"server-crash: the clients of {control.name} did not reconnect: {error}"
+                        ) from None
+                    await asyncio.sleep(0.1)
 
     def _lost_writes(self, violation: Violation, control: ServiceControl) -> Violation:
         """Whichever check noticed first, a key that reads back below the stage the model holds (the
@@ -151,7 +170,13 @@ class DurabilityCommitMachine(CommitMachine):
         allowed = self.expect_send(key, "same") | {CommitErrorKind.RECOVERABLE.value}
         crash = InFlightCrash(control, delay_ms / 1000)
         committer = self.committer(conversation=request.conversation)
-        self.oracle.outage = crash.until_back
+
+        async def until_back() -> None:
+            await crash.until_back()
+            if crash.error is None:
+                await self._until_clients_reconnect(control)
+
+        self.oracle.outage = until_back
         crash.start()
         try:
             outcome = self.drive(lambda gate: committer.send(request))

@@ -17,21 +17,25 @@ deliverable 5).
 
 from __future__ import annotations
 
+import time
+
 import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from conformance._machine import step
 from conformance._suites import BackendUnderTest
+from conformance._violations import HarnessEnvironmentError
 from conformance.crash._control import ServiceControl
 from conformance.crash._faults import REOPEN, SERVER_CRASH
 from conformance.crash._target import ControlSlot, control_slot
 from conformance.saga import _world as w
 from conformance.saga._machine import SagaMachine
 from conformance.saga._target import SagaTarget, TimedBackend
-from impls.saga import Orchestrator, Participant, SagaBackend
+from impls.saga import Orchestrator, Participant, SagaBackend, SagaBackendError
 
 MAX_CRASHES_PER_EXAMPLE = 2
+RESTART_WAIT_S = 400.0
 ROLES = ("orchestrator", *w.OWNERS)
 
 
@@ -82,11 +86,27 @@ class DurabilitySagaMachine(SagaMachine):
         self.crashes += 1
         cycle = self.target.slot.cycle(self.context, control)
         self.note(cycle.describe())
+        self._until_backends_reconnect(control)
         self.context.inject(SERVER_CRASH.name)
         self.context.reach("server-crash:between-steps")
         if self.model.instances:
             self.context.reach("committed-survived")
         self.catalog_touched = True  # compare the catalog and route rows too
+
+    def _until_backends_reconnect(self, control: ServiceControl) -> None:
+        """Each backend object answers readiness again (it reconnects on its next ``begin``)."""
+        deadline = time.monotonic() + RESTART_WAIT_S
+        for backend in self.backends:
+            while True:
+                try:
+                    backend.readiness()
+                    break
+                except SagaBackendError as error:
+                    if time.monotonic() > deadline:
+                        raise HarnessEnvironmentError(
+                            f"server-crash: the backends on {control.name} did not reconnect: {error}"
+                        ) from None
+                    time.sleep(0.1)
 
     @precondition(lambda self: self.target.reopenable)
     @rule(which=st.sampled_from(ROLES))
