@@ -36,6 +36,7 @@ from conformance import _signals
 from conformance._cleanup import Namespaces, namespace_stamp
 from conformance._faults import ALL_FAULTS, FaultFilter
 from conformance._opened import start_recording
+from conformance._outage import BackendLost
 from conformance._violations import JsonValue, Violation
 
 T = TypeVar("T")
@@ -100,6 +101,8 @@ class RunContext:
     stats: SuiteStats = attrs.field(factory=SuiteStats)
     last_failure: RecordedFailure | None = None
     progress: ProgressHook | None = None
+    profile: str = "ci"  # faults that cost seconds (a Cassandra restart) run only in some profiles
+    environment_error: str | None = None  # set by the watchdog (conformance/_outage.py): no verdict
     run_id: str = attrs.field(factory=lambda: uuid.uuid4().hex[:6])
     started: float = attrs.field(factory=time.perf_counter)
     target_examples: int | None = None  # what the settings ask for (progress: done/target, ETA)
@@ -186,6 +189,12 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     # --- lifecycle ----------------------------------------------------------------------------
 
+    def _environment_check(self) -> None:
+        """A watchdog fired in this step (a wrapper may have caught it): the run ends, no verdict."""
+        reason = self.context.environment_error
+        if reason is not None:
+            raise BackendLost(reason)
+
     def record_failure(self, violation: Violation) -> None:
         self.failed = True
         self.context.last_failure = RecordedFailure(list(self.program), violation, list(self.trace))
@@ -249,9 +258,11 @@ def step(function: F) -> F:
             result = function(self, **kwargs)
             self.after_step()
         except Violation as violation:
+            self._environment_check()
             violation.context.setdefault("at", f"step {len(self.program)}")
             self.record_failure(violation)
             raise
+        self._environment_check()
         progress = self.context.progress
         if progress is not None and stats.steps - self._last_progress >= 50:
             self._last_progress = stats.steps

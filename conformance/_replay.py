@@ -61,16 +61,18 @@ def backend_for(failure: FailureFile, overrides: Mapping[str, str] | None = None
     factories: dict[str, str] = dict(failure.factories)
     factories.update(overrides or {})
     service = failure.service
+    in_process = False
     family = FAMILIES.get(suite.family)
     if family is not None:
         named = family.backends().get(failure.backend)
-        if named is not None and service is None:
-            service = named.service
+        if named is not None:
+            service = service if service is not None else named.service
+            in_process = named.in_process
     for role, path in factories.items():
         if path.startswith("<"):
             flag = "--store" if family is not None and role == family.primary_role else f"--{role}"
             raise ValueError(f"the {role} factory of this failure is not importable ({path}); pass {flag}")
-    return BackendUnderTest(failure.backend, suite.family, factories, service)
+    return BackendUnderTest(failure.backend, suite.family, factories, service, in_process)
 
 
 def untrusted_factories(
@@ -115,7 +117,7 @@ def replay(
     backend = backend_for(failure, overrides)
     target = suite.make_target(backend)
     faults = FaultFilter.parse(failure.faults.split(","))
-    context = RunContext(suite.name, backend.name, target, faults)
+    context = RunContext(suite.name, backend.name, target, faults, profile=failure.profile)
     machine_class = context.machine_class(suite.machine())
     rules = set(step_names(machine_class))
     unknown = sorted({s.rule for s in failure.program} - rules)

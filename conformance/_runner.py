@@ -26,6 +26,7 @@ from conformance._faults import ALL_FAULTS, FaultFilter, fault_targets
 from conformance._journal import Journal
 from conformance._machine import BudgetSpent, RunContext
 from conformance._minimize import minimize
+from conformance._outage import BackendLost, outage_reason
 from conformance._progress import Progress
 from conformance._report import FailureSummary, Report, SuiteResult, Verdict
 from conformance._settings import hypothesis_settings
@@ -152,13 +153,16 @@ def run_suite(
     started = time.perf_counter()
     try:
         target = suite.make_target(backend)
+        examples = options.examples if options.examples is not None else suite.examples.get(options.profile)
         settings = hypothesis_settings(
-            options.profile, examples=options.examples, steps=options.steps, database_dir=options.database_dir
+            options.profile, examples=examples, steps=options.steps, database_dir=options.database_dir
         )
     except ValueError as exc:
         context = RunContext(suite.name, backend.name, None)
         return SuiteResult(backend.name, suite.name, Verdict.ERROR, context.stats, 0.0, seed, error=str(exc))
-    context = RunContext(suite.name, backend.name, target, options.faults, progress=progress)
+    context = RunContext(
+        suite.name, backend.name, target, options.faults, progress=progress, profile=options.profile
+    )
     context.target_examples = settings.max_examples
     if options.time_budget_s is not None:
         context.deadline = time.monotonic() + options.time_budget_s
@@ -244,11 +248,17 @@ def run_suite(
         if _signals.pending() is not None:
             return interrupted()
         return result(Verdict.ERROR, error=str(exc))
+    except BackendLost as exc:
+        return result(Verdict.ERROR, error=str(exc))
     except KeyboardInterrupt:
         raise
     except BaseException as exc:
         if _signals.pending() is not None:
             return interrupted()  # whatever Hypothesis made of the interrupted example is no verdict
+        # An outage is not a verdict: a server that went away explains whatever failed.
+        outage = context.environment_error or outage_reason(backend.service)
+        if outage is not None:
+            return result(Verdict.ERROR, error=outage)
         violation = _violation_in(exc)
         environment = _environment_error_in(exc)
         if violation is None and environment is not None:

@@ -21,7 +21,7 @@ from conformance._opened import named_factory
 from conformance.backends import load_object
 
 # Modules that register suites when imported. A family that is not installed is skipped.
-SUITE_MODULES = ("conformance.commit.suites", "conformance.saga.suites")
+SUITE_MODULES = ("conformance.commit.suites", "conformance.saga.suites", "conformance.crash.suites")
 
 
 @attrs.frozen
@@ -31,12 +31,16 @@ class BackendUnderTest:
     ``factories`` maps a role ("store", "outbox", ...) to a ``module:function`` path or to the
     callable itself (a callable given from Python; failure files then record its path if it has an
     importable one). ``service`` names the server it needs (conformance/services.py), if any.
+    The optional role ``control`` is a ``conformance.crash.ServiceControl`` factory: only a backend
+    with one gets the ``server-crash`` fault. ``in_process``: its state lives in the objects its
+    factory returns, so ``reopen`` and ``two-clients`` do not apply (the memory store).
     """
 
     name: str
     family: str
     factories: Mapping[str, str | Callable[..., Any]]
     service: str | None = None
+    in_process: bool = False
 
     def factory(self, role: str) -> Callable[..., Any]:
         """Raises ``ValueError`` for a bad path (a usage error). The callable returned raises
@@ -93,6 +97,8 @@ class Suite:
     machine: Callable[[], type[ConformanceMachine]]
     make_target: Callable[[BackendUnderTest], Any]
     coverage_targets: Callable[[SuiteStats], Mapping[str, str]]  # target -> why it matters
+    # Examples per profile when the run does not say (a suite that restarts servers runs fewer).
+    examples: Mapping[str, int] = attrs.field(factory=dict)
 
 
 @attrs.frozen

@@ -22,6 +22,8 @@ class BackendSpec:
     outbox_factory: str  # "module:function" returning an Outbox for (namespace)
     service: str | None  # the real service it needs (conformance/services.py), None if embedded
     description: str
+    control: str | None = None  # "module:function" returning a conformance.crash.ServiceControl
+    in_process: bool = False  # its state lives in the store object: reopen does not apply
 
 
 COMMIT_BACKENDS: dict[str, BackendSpec] = {
@@ -33,6 +35,7 @@ COMMIT_BACKENDS: dict[str, BackendSpec] = {
             "impls.memory:open_outbox",
             None,
             "asyncio in-memory store, atomic Recorded+publication->Committed",
+            in_process=True,
         ),
         BackendSpec(
             "fakeredis",
@@ -47,6 +50,7 @@ COMMIT_BACKENDS: dict[str, BackendSpec] = {
             "impls.redis:open_redis_outbox",
             "redis",
             "the Redis store on a real Redis 7 server",
+            control="conformance.crash:redis_control",
         ),
         BackendSpec(
             "cql",
@@ -54,6 +58,7 @@ COMMIT_BACKENDS: dict[str, BackendSpec] = {
             "impls.cql:open_cql_outbox",
             "cassandra",
             "Cassandra/ScyllaDB with lightweight transactions, default two-step commit",
+            control="conformance.crash:cassandra_control",
         ),
     )
 }
@@ -73,6 +78,8 @@ class SagaBackendSpec:
     role: str = "backend"
     #: Built before it can run (not part of ``make conformance``): what builds it.
     build: str | None = None
+    control: str | None = None  # "module:function" returning a conformance.crash.ServiceControl
+    in_process: bool = False  # its state lives in the backend object: reopen does not apply
 
 
 SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
@@ -83,24 +90,28 @@ SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
             "impls.saga.memory:open_memory_saga_backend",
             None,
             "dict tables, copy-on-begin transactions",
+            in_process=True,  # close() drops the namespace's tables: a reopen finds none
         ),
         SagaBackendSpec(
             "sqlite",
             "impls.sql:open_sqlite_saga_backend",
             None,
             "the shared SQL saga backend on SQLite (BEGIN IMMEDIATE, in-memory database per namespace)",
+            in_process=True,
         ),
         SagaBackendSpec(
             "postgres",
             "impls.sql:open_postgres_saga_backend",
             "postgres",
             "the shared SQL saga backend on PostgreSQL (psycopg 3, SERIALIZABLE + FOR UPDATE, shared tables)",
+            control="conformance.crash:postgres_control",
         ),
         SagaBackendSpec(
             "mysql",
             "impls.sql:open_mysql_saga_backend",
             "mariadb",
             "the shared SQL saga backend on MariaDB/MySQL (PyMySQL, InnoDB SERIALIZABLE + FOR UPDATE)",
+            control="conformance.crash:mariadb_control",
         ),
         SagaBackendSpec(
             "nasaga-pg",

@@ -38,6 +38,7 @@ from typing import Any, TypeVar
 
 from conformance._faults import CallSite, FaultKind
 from conformance._machine import RunContext
+from conformance._outage import bounded
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.commit._judge import (
     combined_step_rule,
@@ -150,6 +151,9 @@ class StoreOracle:
         self.touched: set[CommitKey] = set()
         self.last_op: dict[CommitKey, str] = {}
         self.intents: dict[CommitKey, CommitIntent] = {}  # the intent each key was reserved with
+        # Set while the harness itself has the backend down (a server it killed is restarting):
+        # a read-back awaits it instead of taking the outage for the backend's fault.
+        self.outage: Callable[[], Awaitable[None]] | None = None
 
     # --- verdicts -------------------------------------------------------------------------
 
@@ -212,7 +216,7 @@ class StoreOracle:
         stats = self.context.stats
         start = time.perf_counter()
         try:
-            return await call()
+            return await bounded(f"the backend call {op}", call(), self.context)
         except MessageStoreError as error:
             if self.namespace in str(error):
                 raise self.fail(
@@ -349,6 +353,8 @@ class StoreOracle:
                 self.judge("load_commit", key, expected, result)
                 return expected
             last = result
+            if self.outage is not None:
+                await self.outage()
         raise HarnessEnvironmentError(f"the backend stayed unavailable while reading a key back: {last}")
 
     async def settle(
@@ -488,9 +494,16 @@ class ObservedStore:
     (C-POST-06, C-POST-07); the store machine calls every method directly on every store.
     """
 
-    def __init__(self, oracle: StoreOracle, gate: Gate | None = None, *, for_committer: bool = False) -> None:
+    def __init__(
+        self,
+        oracle: StoreOracle,
+        gate: Gate | None = None,
+        *,
+        for_committer: bool = False,
+        real: MessageStore | None = None,
+    ) -> None:
         self._oracle = oracle
-        self._real = oracle.real
+        self._real = real if real is not None else oracle.real  # another client of the same namespace
         self._gate = gate
         self._for_committer = for_committer
         self.first_seen: dict[CommitKey, str] = {}  # the stage each key was first read at (coverage)

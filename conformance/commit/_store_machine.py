@@ -27,6 +27,7 @@ from hypothesis.stateful import Bundle, initialize, multiple, rule
 
 from conformance._faults import FAILED_BEFORE, RESPONSE_LOST
 from conformance._machine import ConformanceMachine, step
+from conformance._outage import bounded
 from conformance.commit import _vocabulary as v
 from conformance.commit._oracle import HaltExample, ObservedStore, StoreOracle
 from conformance.commit._target import CommitTarget
@@ -135,7 +136,7 @@ class CommitWorld(ConformanceMachine):
         if self.real is not None:
             real, self.real = self.real, None
             with contextlib.suppress(MessageStoreError):
-                self.run(real.close())
+                self.run(bounded("the store's close", real.close(), self.context))
 
 
 class StoreMachine(CommitWorld):

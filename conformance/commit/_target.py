@@ -9,6 +9,7 @@ from typing import Any
 import attrs
 
 from conformance._machine import ConformanceMachine
+from conformance._outage import bounded
 from conformance._suites import BackendUnderTest
 from conformance._violations import HarnessEnvironmentError
 from impls.api import MembershipDirectory, MessageStore, Outbox
@@ -71,7 +72,7 @@ class CommitTarget:
 
 async def _open(role: str, factory: Callable[..., Any], *args: Any) -> Any:
     try:
-        return await factory(*args)
+        return await bounded(f"the {role} factory", factory(*args))
     except MessageStoreError as exc:
         raise HarnessEnvironmentError(f"the {role} factory could not open a {role}: {exc}") from exc
     except (OSError, ConnectionError, TimeoutError) as exc:

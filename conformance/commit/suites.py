@@ -158,7 +158,12 @@ def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
 def _named_backends() -> Mapping[str, BackendUnderTest]:
     return {
         name: BackendUnderTest(
-            name, "commit", {"store": spec.store_factory, "outbox": spec.outbox_factory}, spec.service
+            name,
+            "commit",
+            {"store": spec.store_factory, "outbox": spec.outbox_factory}
+            | ({"control": spec.control} if spec.control else {}),
+            spec.service,
+            spec.in_process,
         )
         for name, spec in COMMIT_BACKENDS.items()
     }

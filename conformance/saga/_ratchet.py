@@ -11,6 +11,7 @@ from collections.abc import Callable
 from typing import Any, cast
 
 from conformance._machine import SuiteStats
+from conformance._outage import bounded_sync
 from conformance._violations import HarnessEnvironmentError
 from conformance.saga import _world as w
 from conformance.saga._port import (
@@ -42,7 +43,7 @@ from model import saga as m
 
 def open_backend(factory: Callable[..., Any], namespace: str) -> SagaBackend:
     try:
-        backend = factory(namespace)
+        backend = bounded_sync("the saga backend factory", lambda: factory(namespace))
     except SagaBackendError as exc:
         raise HarnessEnvironmentError(f"the saga backend factory could not open a backend: {exc}") from exc
     if not isinstance(backend, SagaBackend):
@@ -61,22 +62,40 @@ class RatchetRuntime:
         self, factory: Callable[..., Any], namespace: str, fates: FateHook, stats: SuiteStats
     ) -> None:
         self._fates = fates
-        self._raw: list[SagaBackend] = []
-        self.orch_backend = self._open(factory, f"{namespace}o", stats)
+        self._factory = factory
+        self._namespace = namespace
+        self._stats = stats
+        #: role ("orchestrator" or an owner) -> the real backend object it runs on
+        self._raw: dict[str, SagaBackend] = {}
+        self.orch_backend = self._open("orchestrator")
         self.orch = Orchestrator(
             self.orch_backend, frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT, fates=fates
         )
         self.parts = {
-            owner: Participant(
-                self._open(factory, f"{namespace}{owner}", stats), w.participant_config(owner), fates=fates
-            )
+            owner: Participant(self._open(owner), w.participant_config(owner), fates=fates)
             for owner in w.OWNERS
         }
 
-    def _open(self, factory: Callable[..., Any], namespace: str, stats: SuiteStats) -> SagaBackend:
-        backend = open_backend(factory, namespace)
-        self._raw.append(backend)
-        return cast(SagaBackend, TimedBackend(backend, stats))
+    def _open(self, role: str) -> SagaBackend:
+        suffix = "o" if role == "orchestrator" else role
+        backend = open_backend(self._factory, f"{self._namespace}{suffix}")
+        self._raw[role] = backend
+        return cast(SagaBackend, TimedBackend(backend, self._stats))
+
+    def reopen(self, role: str) -> None:
+        """Close ``role``'s backend object, open a new one on its namespace and build the runtime
+        anew on it: whatever the process kept is gone, only the rows remain (the reopen fault)."""
+        self._raw.pop(role).close()
+        fresh = self._open(role)
+        if role == "orchestrator":
+            self.orch_backend = fresh
+            self.orch = Orchestrator(fresh, frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT, fates=self._fates)
+        else:
+            self.parts[role] = Participant(fresh, w.participant_config(role), fates=self._fates)
+
+    def backends(self) -> tuple[SagaBackend, ...]:
+        """The real backend objects, one per role."""
+        return tuple(self._raw.values())
 
     @staticmethod
     def project(value: object) -> object:
@@ -202,5 +221,5 @@ class RatchetRuntime:
         return read_only(self.orch_backend, lambda tx: tx.result_claimed(message_id))
 
     def close(self) -> None:
-        for backend in self._raw:
+        for backend in self._raw.values():
             backend.close()

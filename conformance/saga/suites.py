@@ -91,7 +91,13 @@ REQUIRES: Mapping[str, set[str]] = {
 
 def _named_backends() -> Mapping[str, BackendUnderTest]:
     return {
-        name: BackendUnderTest(name, "saga", {spec.role: spec.factory}, spec.service)
+        name: BackendUnderTest(
+            name,
+            "saga",
+            {spec.role: spec.factory} | ({"control": spec.control} if spec.control else {}),
+            spec.service,
+            spec.in_process,
+        )
         for name, spec in SAGA_BACKENDS.items()
     }
 

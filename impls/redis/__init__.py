@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import fakeredis
 from redis.asyncio import Redis
-from redis.asyncio.retry import Retry
+from redis.asyncio.retry import Retry  # the asyncio one: the sync Retry never awaits, so never retries
 from redis.backoff import ExponentialBackoff
 
 from impls import endpoints

@@ -185,6 +185,14 @@ class PostgresEngine:
     def ddl_fingerprint(self) -> str:
         return "\n".join(create_table_statements(""))
 
+    def durable(self, raw: psycopg.Connection[Any]) -> bool:
+        row = raw.execute(
+            "SELECT current_setting('fsync'), current_setting('synchronous_commit'), "
+            "current_setting('full_page_writes')"
+        ).fetchone()
+        # synchronous_commit 'local', 'remote_write', ... flush locally too; only 'off' does not.
+        return row is not None and row[0] == "on" and row[1] != "off" and row[2] == "on"
+
     def check(self, raw_cursor: psycopg.Cursor[Any], sql: str) -> None:
         # COMMIT of a failed transaction is answered "ROLLBACK" without an error.
         if sql == "COMMIT" and raw_cursor.statusmessage == "ROLLBACK":
