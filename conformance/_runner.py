@@ -170,7 +170,8 @@ def run_suite(
     machine = hypothesis.seed(seed)(context.machine_class(suite.machine()))
 
     def result(verdict: Verdict, **kwargs: Any) -> SuiteResult:
-        if _signals.pending() is None:  # after a signal: exit first, `conformance clean` later
+        # After a signal or an outage: report first; the leftovers are `conformance clean`'s.
+        if _signals.pending() is None and verdict is not Verdict.ERROR:
             # Drop the earlier failing examples' namespaces; keep the counterexample's (_cleanup).
             context.cleanup.settle(keep_last=verdict is Verdict.VIOLATION)
         return SuiteResult(
