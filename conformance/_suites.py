@@ -20,7 +20,7 @@ from conformance._machine import ConformanceMachine, SuiteStats
 from conformance.backends import load_object
 
 # Modules that register suites when imported. A family that is not installed is skipped.
-SUITE_MODULES = ("conformance.commit.suites", "conformance.saga.suites")
+SUITE_MODULES = ("conformance.commit.suites", "conformance.saga.suites", "conformance.transport.suites")
 
 
 @attrs.frozen
