@@ -6,7 +6,7 @@ reply of a gRPC call. ``T-STREAM-01`` is the named instant a consumer is killed 
 """
 
 from conformance._faults import FaultKind, FaultPointSpec, register_fault_kind, register_fault_point
-from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN
+from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN, RELAY_CRASH
 
 CONSUMER_KILLED = register_fault_kind(
     FaultKind("consumer-killed", "a stream consumer died after the unit's COMMIT and before XACK")
@@ -49,6 +49,7 @@ KILL_POINT = register_fault_point(
 STREAM_FAULTS = (
     COMMIT_ROLLED_BACK,
     COMMIT_UNKNOWN,
+    RELAY_CRASH,
     CONSUMER_KILLED,
     CLAIMED_WHILE_WORKING,
     POISON,

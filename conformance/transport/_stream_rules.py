@@ -16,6 +16,7 @@ from hypothesis.stateful import initialize, rule
 from conformance._machine import step
 from conformance._violations import Violation
 from conformance.saga import _world as w
+from conformance.saga._faults import RELAY_CRASH
 from conformance.transport import _faults as f
 from conformance.transport._base import (
     BUSY_MS,
@@ -31,7 +32,8 @@ from model import saga as m
 
 owners = st.sampled_from(w.OWNERS)
 consumers = st.sampled_from(CONSUMERS)
-decisions = st.sampled_from(["succeed"] * 4 + ["reject", "unknown", "transient_failure"])
+#: ``failing``: the business code fails transiently on every try, until the budget dead-letters it.
+decisions = st.sampled_from(["succeed"] * 4 + ["reject", "unknown", "transient_failure", "failing"])
 fates = st.sampled_from(["committed"] * 5 + ["rolled_back", "unknown_applied", "unknown_not_applied"])
 PLANTED = {  # how -> (fault kind, the refusal the consumer must give)
     "unsigned": (f.UNSIGNED_ENVELOPE, "unsigned"),
@@ -74,6 +76,18 @@ class StreamRules(TransportMachineBase):
             self.commands[command.owner][ordinal] = command
             self.model, _ = m.mark_command_published(self.model, command.command_id)
             self.runtime.mark_command_published(command.command_id)
+
+    @rule(owner=owners)
+    @step
+    def republish(self, owner: str) -> None:
+        """The relay died after ``XADD`` and before recording it: the command goes out again."""
+        genuine = list(self.commands[owner].values())
+        if not self._allows(RELAY_CRASH) or not genuine:
+            return
+        self.context.inject(RELAY_CRASH.name)
+        command = genuine[-1]
+        entry_id = self.publishers[owner].publish(command_to_blob(command))
+        self.commands[owner][self._appended(owner, entry_id, command.command_id)] = command
 
     def _appended(self, owner: str, entry_id: str, message_id: str) -> int:
         self.streams[owner], ordinal = m.append(self.streams[owner], message_id)
@@ -192,10 +206,12 @@ class StreamRules(TransportMachineBase):
     def process(self, owner: str, consumer: str, decision: str, fate: str, kill: bool) -> None:
         if not self.in_hand[(owner, consumer)]:
             self._fetch(owner, consumer, 1)  # a consumer with nothing in hand reads first
-        if self.in_hand[(owner, consumer)]:
-            self._process(
-                owner, consumer, m.Decision(decision), fate, kill and self._allows(f.CONSUMER_KILLED)
-            )
+        tries = w.participant_config(owner).transient_failure_budget if decision == "failing" else 1
+        chosen = m.Decision.TRANSIENT_FAILURE if decision == "failing" else m.Decision(decision)
+        killing = kill and self._allows(f.CONSUMER_KILLED)
+        for _ in range(tries):
+            if self.in_hand[(owner, consumer)]:
+                self._process(owner, consumer, chosen, fate, killing)
 
     def _process(self, owner: str, consumer: str, decision: m.Decision, fate: str, kill: bool) -> None:
         entry = self.in_hand[(owner, consumer)].pop(0)
@@ -230,6 +246,8 @@ class StreamRules(TransportMachineBase):
             self.context.reach("redelivery-after-kill-absorbed")
         reason = type(expected).__name__ if expected.verdict is m.Verdict.DEAD_LETTER else ""
         self._settle(owner, ordinal, expected.verdict, reason, settled, "S-STREAM-04")
+        if expected.verdict is m.Verdict.REDELIVER:
+            self.in_hand[(owner, consumer)].append(entry)  # still pending here: this consumer tries again
 
     def _settle(
         self, owner: str, ordinal: int, verdict: m.Verdict, reason: str, settled: Settled, rule_id: str
@@ -256,6 +274,9 @@ class StreamRules(TransportMachineBase):
     @step
     def audit(self, owner: str, count: int) -> None:
         """The second group reads and acknowledges without handling: it lags behind at its own pace."""
+        self._audit(owner, count)
+
+    def _audit(self, owner: str, count: int) -> None:
         stream = self.names[owner].stream
         reply: Any = self.client.xreadgroup(GROUP_AUDIT, "a1", {stream: ">"}, count=count)
         got = [e[0].decode() for _, entries in reply or [] for e in entries]
@@ -272,10 +293,13 @@ class StreamRules(TransportMachineBase):
             request = m.SettleEntry(GROUP_AUDIT, self.ordinal[owner][entry_id], m.Verdict.ACK)
             self.streams[owner], _ = m.settle_entry(self.streams[owner], request)
 
-    @rule(owner=owners)
+    @rule(owner=owners, catch_up=st.integers(0, 3))
     @step
-    def trim(self, owner: str) -> None:
-        """``XTRIM MINID`` at the frontier over both groups (S-STREAM-07)."""
+    def trim(self, owner: str, catch_up: int = 0) -> None:
+        """The audit group reads ``catch_up`` entries, then ``XTRIM MINID`` at the frontier over
+        both groups (S-STREAM-07)."""
+        if catch_up:
+            self._audit(owner, catch_up)
         stream = self.streams[owner]
         lagging = any(
             isinstance(b, m.Backlog) and b.total for b in (m.backlog(stream, g) for g in stream.groups)

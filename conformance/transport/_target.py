@@ -18,7 +18,7 @@ from conformance._suites import BackendUnderTest
 DEFAULT_ROLES = {
     "consumer": "impls.transport:StreamConsumer",
     "admin": "impls.transport:StreamAdmin",
-    "listener": "impls.transport:StreamAdmin",  # TEMP
+    "listener": "impls.transport:GrpcListener",
 }
 
 

@@ -6,6 +6,14 @@ gRPC), calls the runtime through a ``DeliveryHandler`` (``ParticipantHandler``,
 ``S-STREAM-*`` and ``S-GRPC-*`` in docs/saga-contract.md; the guide is docs/transports.md.
 """
 
+from ._grpc import COMMAND as COMMAND
+from ._grpc import RESULT as RESULT
+from ._grpc import AuthenticatedOnly as AuthenticatedOnly
+from ._grpc import DeliveryServicer as DeliveryServicer
+from ._grpc import GrpcDeliveryClient as GrpcDeliveryClient
+from ._grpc import GrpcListener as GrpcListener
+from ._grpc import ReplyHook as ReplyHook
+from ._grpc import principal_of as principal_of
 from ._handlers import BusinessCode as BusinessCode
 from ._handlers import DeliveryHandler as DeliveryHandler
 from ._handlers import OrchestratorHandler as OrchestratorHandler
@@ -24,6 +32,9 @@ from ._streams import StreamNames as StreamNames
 from ._streams import StreamPublisher as StreamPublisher
 from ._streams import TransportError as TransportError
 from ._streams import no_faults as no_faults
+from ._tls import Authority as Authority
+from ._tls import Identity as Identity
+from ._tls import Pki as Pki
 from ._trim import GroupBacklog as GroupBacklog
 from ._trim import StreamAdmin as StreamAdmin
 from ._trim import StreamId as StreamId
