@@ -18,10 +18,10 @@ SEED_FLAG := $(if $(filter random,$(SEED)),,--seed $(SEED))
 
 -include mk/services.mk
 
-.PHONY: help venv conformance conformance-real test lint types crosshair pytest clean
+.PHONY: help venv proto conformance conformance-real test lint types crosshair pytest clean
 
 help:
-	@echo "make conformance  - conformance suites on memory + fakeredis (embedded, no servers)"
+	@echo "make conformance  - conformance suites on memory + fakeredis + sqlite (embedded; transport on fakeredis + loopback gRPC)"
 	@echo "make test         - lint, types, CrossHair, all tests incl. real Redis/Cassandra/PostgreSQL/MariaDB"
 	@echo "make services     - install (when missing) and start the real services on loopback"
 	@echo "make services-stop"
@@ -34,7 +34,12 @@ $(STAMP): pyproject.toml
 
 venv: $(STAMP)
 
-conformance: venv
+# The transport's gRPC stubs, generated from impls/transport/proto into build/proto/<digest>/ (not
+# committed; the first import generates them too when this target was not run).
+proto: venv
+	$(BIN)/python -m impls.transport._proto
+
+conformance: venv proto
 	@mkdir -p $(REPORTS)
 	$(BIN)/conformance run --backend memory,fakeredis,sqlite --suite all --profile $(PROFILE) $(SEED_FLAG) \
 		--junit $(REPORTS)/conformance-embedded.xml --report $(REPORTS)/conformance-embedded.json
@@ -54,7 +59,7 @@ pytest: venv
 	@mkdir -p $(REPORTS)
 	$(BIN)/pytest -q --junitxml=$(REPORTS)/pytest.xml
 
-conformance-real: venv
+conformance-real: venv proto
 	@mkdir -p $(REPORTS)
 	$(BIN)/conformance run --backend memory,fakeredis,sqlite,redis,cql,postgres,mysql --suite all --profile $(PROFILE) $(SEED_FLAG) \
 		--junit $(REPORTS)/conformance-real.xml --report $(REPORTS)/conformance-real.json

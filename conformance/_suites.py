@@ -21,7 +21,12 @@ from conformance._opened import named_factory
 from conformance.backends import load_object
 
 # Modules that register suites when imported. A family that is not installed is skipped.
-SUITE_MODULES = ("conformance.commit.suites", "conformance.saga.suites", "conformance.crash.suites")
+SUITE_MODULES = (
+    "conformance.commit.suites",
+    "conformance.saga.suites",
+    "conformance.crash.suites",
+    "conformance.transport.suites",
+)
 
 
 @attrs.frozen

@@ -145,6 +145,10 @@ DRIVER_EXTRAS = {
     "pymysql": "sql",
     "pytest": "pytest",
     "crosshair": "crosshair",
+    "grpc": "transport",
+    "grpc_tools": "transport",
+    "google": "transport",
+    "cryptography": "transport",
 }
 
 

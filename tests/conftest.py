@@ -12,6 +12,9 @@ from collections.abc import Callable
 
 import pytest
 
+# Failed TLS handshakes are what the transport tests provoke; gRPC logs each one at INFO.
+os.environ.setdefault("GRPC_VERBOSITY", "ERROR")
+
 from conformance.services import SERVICE_NAMES, endpoint, how_to_start, probe
 
 pytest_plugins = ["pytester"]

@@ -44,9 +44,12 @@ from conformance.bench._saga_cost import SagaUnitCost
 from conformance.bench._saga_floor import SagaFloor
 from conformance.bench._saga_throughput import SAGA_SUITE, SagaThroughput
 from conformance.bench._throughput import Throughput
+from conformance.bench._transport_bench import STREAM_BACKENDS, TransportRate, run_transport
 from conformance.bench._workload import SHORT_IDS, membership, new_namespace, opened
 from impls.api import SystemClock
 from impls.commit import MessageCommitter
+
+TRANSPORT_SUITE = "transport"  # its section: conformance/bench/_transport_bench.py
 
 STEPS_PER_SECOND_TARGETS = {"memory": 1000.0, "redis": 400.0, "cql": 40.0}
 FLOOR_RATIO_TARGET = 50.0  # percent: a fresh Redis commit vs the same round trips of EVALSHA
@@ -84,6 +87,7 @@ class BenchReport:
     saga_costs: tuple[SagaUnitCost, ...] = ()
     saga_rates: tuple[SagaUnitRate, ...] = ()
     saga_floors: tuple[SagaFloor, ...] = ()
+    transport_rates: tuple[TransportRate, ...] = ()
 
     @property
     def missed(self) -> list[TargetCheck]:
@@ -122,6 +126,8 @@ def _chosen(options: BenchOptions) -> tuple[list[str], list[BackendSpec], list[S
     commit = [COMMIT_BACKENDS[n] for n in options.backends if commit_suites and n in COMMIT_BACKENDS]
     saga = [SAGA_BACKENDS[n] for n in options.backends if SAGA_SUITE in families and n in SAGA_BACKENDS]
     running = {spec.name for spec in commit} | {spec.name for spec in saga}
+    if TRANSPORT_SUITE in families:  # the transport section: stream backends, and gRPC on loopback
+        running |= {n for n in options.backends if n in STREAM_BACKENDS} or {"grpc"}
     if not running:
         names, suites = ",".join(options.backends), ",".join(options.suites)
         raise ValueError(f"no backend of {names} runs suites {suites}")
@@ -282,6 +288,11 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchR
                 footprints.extend(found)
                 say("redis footprint: measured")
     saga = run_saga(options, saga_specs, say) if saga_specs else SagaSections()
+    transport: tuple[TransportRate, ...] = ()
+    if TRANSPORT_SUITE in options.suites:
+        transport = run_transport(
+            options.backends, options.runs, options.rate_seconds, say, errors, unavailable
+        )
 
     report = BenchReport(
         options=options,
@@ -300,6 +311,7 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchR
         saga_costs=saga.costs,
         saga_rates=saga.rates,
         saga_floors=saga.floors,
+        transport_rates=transport,
     )
     return attrs.evolve(report, targets=targets(report), elapsed_s=time.perf_counter() - started)
 

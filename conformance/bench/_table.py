@@ -10,7 +10,7 @@ from typing import Any
 
 import attrs
 
-from conformance.bench._bench import COMMIT_SUITES, BenchReport
+from conformance.bench._bench import COMMIT_SUITES, TRANSPORT_SUITE, BenchReport
 from conformance.bench._figures import Spread
 from conformance.bench._redis_footprint import SEED_COMMITTED_BYTES
 from conformance.bench._saga_throughput import SAGA_SUITE
@@ -274,6 +274,24 @@ def _saga_sections(report: BenchReport, sizes: str) -> list[str]:
     return out
 
 
+def _transport_section(report: BenchReport) -> list[str]:
+    out = ["", "8. Transports: messages/s through each connector beside the engine's floor, same run"]
+    rows = [
+        [
+            r.backend,
+            r.connector,
+            r.messages_per_second.show(),
+            r.floor,
+            r.floor_per_second.show(),
+            f"{r.ratio_percent.show(1, spread=False)}%",
+        ]
+        for r in report.transport_rates
+    ]
+    out += table(["backend", "connector", "msg/s", "floor", "floor/s", "share"], rows, right=(2, 4, 5))
+    out.append("   (sequential, one connection; a message counts once committed and acknowledged)")
+    return out
+
+
 def render(report: BenchReport) -> str:
     o = report.options
     m = report.machine
@@ -298,6 +316,8 @@ def render(report: BenchReport) -> str:
         out += _commit_sections(report, sizes)
     if SAGA_SUITE in o.suites:
         out += _saga_sections(report, sizes)
+    if TRANSPORT_SUITE in o.suites:
+        out += _transport_section(report)
 
     if report.targets:
         out += ["", "Targets (issue 9, on the median)"]

@@ -44,6 +44,9 @@ Layers, bottom up::
     _start      start_saga
     _orchestrator handle_result, fire_timer
     _participant handle_command
+    _delivery   consumer groups on a stream: read, claim, settle, dead-letter, trim
+    _signing    HMAC-signed envelopes under rotatable keys
+    _receipts   request/response delivery: admission by principal, closed receipts
     _rules      RULES: rule id -> statement
 
 Rule IDs and their statements are ``RULES`` (``_rules.py``); docs/saga-contract.md states the
@@ -84,6 +87,38 @@ from ._definition import StepDefinition as StepDefinition
 from ._definition import canonical_document as canonical_document
 from ._definition import definition_digest as definition_digest
 from ._definition import definition_problems as definition_problems
+from ._delivery import ENTRY_TRANSITIONS as ENTRY_TRANSITIONS
+from ._delivery import Acknowledged as Acknowledged
+from ._delivery import Backlog as Backlog
+from ._delivery import ClaimIdle as ClaimIdle
+from ._delivery import ConsumerGroup as ConsumerGroup
+from ._delivery import DeadLetter as DeadLetter
+from ._delivery import DeadLetterRecorded as DeadLetterRecorded
+from ._delivery import Delivered as Delivered
+from ._delivery import Delivery as Delivery
+from ._delivery import DeliveryStream as DeliveryStream
+from ._delivery import LeftPending as LeftPending
+from ._delivery import NoSuchGroup as NoSuchGroup
+from ._delivery import NotPending as NotPending
+from ._delivery import Pending as Pending
+from ._delivery import ReadGroup as ReadGroup
+from ._delivery import ReadOutcome as ReadOutcome
+from ._delivery import SettleEntry as SettleEntry
+from ._delivery import SettleOutcome as SettleOutcome
+from ._delivery import StreamEntry as StreamEntry
+from ._delivery import Trim as Trim
+from ._delivery import Trimmed as Trimmed
+from ._delivery import TrimOutcome as TrimOutcome
+from ._delivery import TrimRefused as TrimRefused
+from ._delivery import append as append
+from ._delivery import backlog as backlog
+from ._delivery import claim_idle as claim_idle
+from ._delivery import create_group as create_group
+from ._delivery import entry_state as entry_state
+from ._delivery import read_group as read_group
+from ._delivery import settle_entry as settle_entry
+from ._delivery import trim as trim
+from ._delivery import trim_frontier as trim_frontier
 from ._errors import ActivationBlocked as ActivationBlocked
 from ._errors import CallerError as CallerError
 from ._errors import CapabilityRefused as CapabilityRefused
@@ -183,6 +218,17 @@ from ._participant import ack_is_earned as ack_is_earned
 from ._participant import effect_counts as effect_counts
 from ._participant import handle_command as handle_command
 from ._participant import verify_command as verify_command
+from ._receipts import ACKNOWLEDGING as ACKNOWLEDGING
+from ._receipts import Admitted as Admitted
+from ._receipts import CallAnswer as CallAnswer
+from ._receipts import DeliveryCall as DeliveryCall
+from ._receipts import Receipt as Receipt
+from ._receipts import ReceiptKind as ReceiptKind
+from ._receipts import Unauthenticated as Unauthenticated
+from ._receipts import admit_call as admit_call
+from ._receipts import answer_call as answer_call
+from ._receipts import receipt_for as receipt_for
+from ._receipts import same_acknowledgement as same_acknowledgement
 from ._routes import AmbiguousRoute as AmbiguousRoute
 from ._routes import CapabilityDescriptor as CapabilityDescriptor
 from ._routes import CapabilityRegistered as CapabilityRegistered
@@ -209,6 +255,21 @@ from ._routes import publisher_target as publisher_target
 from ._routes import route_target as route_target
 from ._routes import validate_transport as validate_transport
 from ._rules import RULES as RULES
+from ._signing import Authentic as Authentic
+from ._signing import EnvelopeRefused as EnvelopeRefused
+from ._signing import KeyRing as KeyRing
+from ._signing import KeyState as KeyState
+from ._signing import SignatureProblem as SignatureProblem
+from ._signing import SignedEnvelope as SignedEnvelope
+from ._signing import SigningKey as SigningKey
+from ._signing import Verification as Verification
+from ._signing import add_key as add_key
+from ._signing import key_moves_forward as key_moves_forward
+from ._signing import retire as retire
+from ._signing import rotate as rotate
+from ._signing import sign as sign
+from ._signing import signature_for as signature_for
+from ._signing import verify as verify
 from ._start import ALWAYS_ELIGIBLE as ALWAYS_ELIGIBLE
 from ._start import AlreadyExists as AlreadyExists
 from ._start import Eligibility as Eligibility

@@ -125,4 +125,32 @@ RULES: Mapping[str, str] = {
     "S-DLV-02": "Transient failures and unknown commits keep the message for redelivery.",
     "S-DLV-03": "Unauthenticated or unauthorized messages are refused before any handler state is touched.",
     "S-DLV-04": "A retryable outcome is never reported as committed.",
+    # delivery on streams (the seed's redis-stream row)
+    "S-STREAM-01": "A group read delivers the entries after its last-delivered id in id order; each "
+    "becomes pending with its consumer, delivery time and a delivery count of 1.",
+    "S-STREAM-02": "A delivered entry stays pending until settled: a dead consumer or a redeliver "
+    "verdict leaves it there, never lost and never implicitly acknowledged.",
+    "S-STREAM-03": "A claim takes over only entries idle at least the minimum idle time, restarts "
+    "their idle time and counts one more delivery; a consumer still working keeps its entries.",
+    "S-STREAM-04": "An entry is acknowledged only after its unit committed or absorbed it as a "
+    "duplicate, and only in its own group.",
+    "S-STREAM-05": "Envelopes are HMAC-signed by their producer's key; unsigned, unknown-key, "
+    "retired-key or mismatching envelopes are refused before the handler and dead-lettered.",
+    "S-STREAM-06": "Dead-lettering copies the entry and acknowledges it in one atomic step; never "
+    "one without the other, and each entry at most once.",
+    "S-STREAM-07": "Trimming never passes the frontier: the minimum over groups of the first "
+    "pending or not-yet-delivered entry.",
+    "S-STREAM-08": "A group's backlog is its undelivered entries plus its pending entries.",
+    "S-STREAM-09": "Key rotation makes a new signing key and keeps the previous one for "
+    "verification; a retired key verifies nothing; keys only move forward.",
+    # request/response delivery (the seed's grpc-transport row)
+    "S-GRPC-01": "Every admitted delivery call gets exactly one receipt of a closed set: "
+    "committed, duplicate, retryable or rejected, from the outcome's verdict.",
+    "S-GRPC-02": "The principal is the authenticated client certificate's, bound to the producer "
+    "identity; a call claiming another producer is rejected before the handler.",
+    "S-GRPC-03": "A call without an authenticated principal is refused before the handler; "
+    "nothing it carries reaches the inbox.",
+    "S-GRPC-04": "A rolled-back or unknown commit is answered retryable, never committed.",
+    "S-GRPC-05": "A retry after a lost reply gets the acknowledgement it missed for the same "
+    "message, never a second effect.",
 }

@@ -10,7 +10,18 @@ import subprocess
 import sys
 import textwrap
 
-BLOCKED = ("redis", "fakeredis", "lupa", "cassandra", "psycopg", "pymysql", "pytest", "crosshair")
+BLOCKED = (
+    "redis",
+    "fakeredis",
+    "lupa",
+    "cassandra",
+    "psycopg",
+    "pymysql",
+    "pytest",
+    "crosshair",
+    "grpc",
+    "cryptography",
+)
 
 PRELUDE = textwrap.dedent(
     f"""

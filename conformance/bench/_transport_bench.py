@@ -1,0 +1,193 @@
+"""Section 8, transports: messages per second through each connector beside the engine's own floor.
+
+Per stream backend (``fakeredis``, ``redis``), slices alternate between
+
+- the floor: a raw ``XADD`` / ``XREADGROUP`` / ``XACK`` loop, batches of ``BATCH`` entries the size
+  of a signed command entry, on a stream of its own; and
+- the connector: ``BATCH`` commands signed and published (``StreamPublisher``), then
+  ``StreamConsumer.poll_once`` until all are settled: verify, the participant's transaction on the
+  in-memory saga backend, ``XACK``. A message counts once settled.
+
+For gRPC (loopback, one listener per bench run, the run's own certificates) slices alternate
+between a unary ``Echo`` and ``DeliverCommand`` (admission by principal, the participant's
+transaction, the receipt) over the same mTLS channel. Both loops are sequential on one
+connection: these are per-message costs, not a capacity. Nothing here is checked against a target.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from conformance.bench._figures import Spread, Tally
+from conformance.bench._saga_floor import sync_timed_loop
+from conformance.bench._saga_workload import command_for, participant
+from conformance.bench._workload import new_namespace
+from conformance.saga import _world as w
+from impls.saga.codec import command_to_blob
+from impls.saga.memory import open_memory_saga_backend
+from impls.transport import (
+    COMMAND,
+    GrpcDeliveryClient,
+    GrpcListener,
+    ParticipantHandler,
+    Pki,
+    StreamConsumer,
+    StreamNames,
+    StreamPublisher,
+)
+from model.saga import Decision, KeyRing, KeyState, SigningKey, add_key
+
+SLICES = 4
+BATCH = 16
+STREAM_BACKENDS = {
+    "fakeredis": ("impls.transport:open_fakeredis_client", None),
+    "redis": ("impls.transport:open_redis_client", "redis"),
+}
+Progress = Callable[[str], None]
+
+
+@attrs.frozen
+class TransportRate:
+    backend: str  # fakeredis, redis, grpc
+    connector: str
+    messages_per_second: Spread
+    floor: str
+    floor_per_second: Spread
+    ratio_percent: Spread  # per run: connector / floor * 100
+
+
+def _ring() -> KeyRing:
+    return add_key(KeyRing(), SigningKey("b1", w.ORCHESTRATOR, b"bench-secret", KeyState.SIGNING))
+
+
+class _Commands:
+    def __init__(self) -> None:
+        self.serial = 0
+
+    def next(self) -> Any:
+        self.serial += 1
+        return command_for(self.serial)
+
+
+def _succeed(_command: object) -> Decision:
+    return Decision.SUCCEED
+
+
+def _stream_slices(open_client: Callable[[], Any], seconds: float) -> tuple[Tally, Tally]:
+    client = open_client()
+    ns = f"ratchet:{new_namespace()}"
+    floor_key, names = f"{ns}:{{floor}}", StreamNames.of(ns, "bench")
+    ring = _ring()
+    commands = _Commands()
+    part = participant(open_memory_saga_backend(new_namespace()))
+    consumer = StreamConsumer(client, names, "p0", "c1", lambda: ring, ParticipantHandler(part, _succeed))
+    consumer.start()
+    publisher = StreamPublisher(client, names, w.ORCHESTRATOR, lambda: ring)
+    client.xgroup_create(floor_key, "g", id="0", mkstream=True)
+    body = command_to_blob(commands.next())
+
+    def floor_batch() -> None:
+        for _ in range(BATCH):
+            client.xadd(
+                floor_key, {b"body": body, b"producer": b"orchestrator", b"kid": b"b1", b"sig": b"0" * 64}
+            )
+        reply: Any = client.xreadgroup("g", "c1", {floor_key: ">"}, count=BATCH)
+        client.xack(floor_key, "g", *[i for _, entries in reply for i, _ in entries])
+
+    def connector_batch() -> None:
+        for _ in range(BATCH):
+            publisher.publish(command_to_blob(commands.next()))
+        settled = 0
+        while settled < BATCH:
+            settled += len(consumer.poll_once(BATCH))
+
+    floor, mine = Tally(), Tally()
+    try:
+        for _ in range(SLICES):
+            floor.add(sync_timed_loop(floor_batch, seconds / SLICES))
+            mine.add(sync_timed_loop(connector_batch, seconds / SLICES))
+    finally:
+        consumer.stop()
+        client.delete(floor_key, names.stream, names.dead_letters)
+        client.close()
+    return _batched(floor), _batched(mine)
+
+
+def _batched(tally: Tally) -> Tally:
+    return Tally(tally.count * BATCH, tally.elapsed, tally.cpu)
+
+
+def _grpc_slices(seconds: float) -> tuple[Tally, Tally]:
+    pki = Pki.create((w.ORCHESTRATOR,))
+    part = participant(open_memory_saga_backend(new_namespace()))
+    listener = GrpcListener(pki, commands=ParticipantHandler(part, _succeed))
+    listener.start()
+    client = GrpcDeliveryClient(listener.address, pki.ca.pem, pki.clients[w.ORCHESTRATOR])
+    commands = _Commands()
+    payload = command_to_blob(commands.next())
+
+    def deliver() -> None:
+        command = commands.next()
+        client.deliver(COMMAND, command.command_id, w.ORCHESTRATOR, command_to_blob(command))
+
+    def echo() -> None:
+        client.echo(payload)
+
+    floor, mine = Tally(), Tally()
+    try:
+        for _ in range(SLICES):
+            floor.add(sync_timed_loop(echo, seconds / SLICES))
+            mine.add(sync_timed_loop(deliver, seconds / SLICES))
+    finally:
+        client.close()
+        listener.stop()
+    return floor, mine
+
+
+def _rate(backend: str, connector: str, floor_name: str, runs: list[tuple[Tally, Tally]]) -> TransportRate:
+    floors = [f.per_second for f, _ in runs]
+    mine = [c.per_second for _, c in runs]
+    ratios = [100.0 * c / f for f, c in zip(floors, mine, strict=True) if f > 0]
+    return TransportRate(
+        backend, connector, Spread.of(mine), floor_name, Spread.of(floors), Spread.of(ratios)
+    )
+
+
+def run_transport(
+    backends: tuple[str, ...],
+    runs: int,
+    seconds: float,
+    say: Progress,
+    errors: dict[str, str],
+    unavailable: dict[str, str],
+) -> tuple[TransportRate, ...]:
+    """The connector figures for the chosen stream backends and gRPC; never raises for a backend."""
+    from conformance import services
+    from conformance.backends import load_object
+
+    rates = []
+    for name in (b for b in backends if b in STREAM_BACKENDS):
+        factory, service = STREAM_BACKENDS[name]
+        reason = services.probe(service) if service else None
+        if reason is not None:
+            unavailable[name] = reason
+            continue
+        try:
+            opener: Any = load_object(factory)
+            measured = [_stream_slices(opener, seconds) for _ in range(runs)]
+        except Exception as exc:
+            errors[f"transport-rate {name}"] = f"{type(exc).__name__}: {exc}"
+            continue
+        rates.append(_rate(name, "redis-streams", "XADD+XREADGROUP+XACK", measured))
+        say(f"transport {name}: {rates[-1].messages_per_second.median:.0f} msg/s")
+    try:
+        rates.append(
+            _rate("grpc", "grpc-mtls", "unary echo (mTLS)", [_grpc_slices(seconds) for _ in range(runs)])
+        )
+        say(f"transport grpc: {rates[-1].messages_per_second.median:.0f} msg/s")
+    except Exception as exc:
+        errors["transport-rate grpc"] = f"{type(exc).__name__}: {exc}"
+    return tuple(rates)

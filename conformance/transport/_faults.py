@@ -1,0 +1,63 @@
+"""Fault kinds of the transport suite (registered in the shared catalog of conformance/_faults.py).
+
+Each is injected at a real boundary of a connector: the Redis server's pending list, the
+consumer process between COMMIT and ``XACK``, the bytes of an entry, the TLS handshake, the
+reply of a gRPC call. ``T-STREAM-01`` is the named instant a consumer is killed at.
+"""
+
+from conformance._faults import FaultKind, FaultPointSpec, register_fault_kind, register_fault_point
+from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN, RELAY_CRASH
+
+CONSUMER_KILLED = register_fault_kind(
+    FaultKind("consumer-killed", "a stream consumer died after the unit's COMMIT and before XACK")
+)
+CLAIMED_WHILE_WORKING = register_fault_kind(
+    FaultKind("claimed-while-working", "a second consumer claimed an entry the first still holds")
+)
+POISON = register_fault_kind(FaultKind("poison", "a signed entry whose body no handler can decode"))
+TRIM_UNDER_LAG = register_fault_kind(
+    FaultKind("trim-under-lag", "a trim while another group lags behind with entries undelivered or pending")
+)
+FORGED_ENVELOPE = register_fault_kind(
+    FaultKind("forged-envelope", "an entry signed with the producer's key id and the wrong secret")
+)
+UNSIGNED_ENVELOPE = register_fault_kind(FaultKind("unsigned-envelope", "an entry with no signature"))
+OLD_KEY_ENVELOPE = register_fault_kind(
+    FaultKind("old-key-envelope", "an entry re-signed with a key retired before the run")
+)
+KEY_ROTATED = register_fault_kind(
+    FaultKind("key-rotated", "the producer rotated its signing key with entries of the old key in flight")
+)
+WRONG_CA = register_fault_kind(
+    FaultKind("wrong-ca-cert", "a gRPC client presents a certificate from another CA")
+)
+MISSING_CERT = register_fault_kind(FaultKind("missing-client-cert", "a gRPC client presents no certificate"))
+UNAUTHENTICATED_CALL = register_fault_kind(
+    FaultKind("unauthenticated-call", "a call on a listener port whose TLS does not demand a certificate")
+)
+PRINCIPAL_MISMATCH = register_fault_kind(
+    FaultKind("principal-mismatch", "an authenticated caller claims to be another producer")
+)
+REPLY_LOST = register_fault_kind(
+    FaultKind("reply-lost", "a gRPC reply lost after the server committed; the client retries")
+)
+
+KILL_POINT = register_fault_point(
+    FaultPointSpec("T-STREAM-01", "transport", "the handler answered (committed or absorbed); XACK not sent")
+)
+
+STREAM_FAULTS = (
+    COMMIT_ROLLED_BACK,
+    COMMIT_UNKNOWN,
+    RELAY_CRASH,
+    CONSUMER_KILLED,
+    CLAIMED_WHILE_WORKING,
+    POISON,
+    TRIM_UNDER_LAG,
+    FORGED_ENVELOPE,
+    UNSIGNED_ENVELOPE,
+    OLD_KEY_ENVELOPE,
+    KEY_ROTATED,
+)
+GRPC_FAULTS = (WRONG_CA, MISSING_CERT, UNAUTHENTICATED_CALL, PRINCIPAL_MISMATCH, REPLY_LOST)
+TRANSPORT_FAULTS = STREAM_FAULTS + GRPC_FAULTS

@@ -1,0 +1,39 @@
+"""What a transport machine opens: the connectors' parts, each a factory a backend names.
+
+Roles (``BackendUnderTest.factories``): ``streams`` opens a sync redis-py client (fakeredis or a
+real server); ``consumer`` builds a stream consumer (``impls.transport:StreamConsumer`` or a
+planted bug's subclass); ``admin`` the trimmer/backlog reader; ``listener`` the gRPC listener.
+A failure file records these paths, so a replay rebuilds the very connector that failed.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from conformance._suites import BackendUnderTest
+
+DEFAULT_ROLES = {
+    "consumer": "impls.transport:StreamConsumer",
+    "admin": "impls.transport:StreamAdmin",
+    "listener": "impls.transport:GrpcListener",
+}
+
+
+@attrs.frozen
+class TransportTarget:
+    open_client: Callable[[], Any]
+    consumer: Callable[..., Any]
+    admin: Callable[..., Any]
+    listener: Callable[..., Any]
+
+    @classmethod
+    def of(cls, backend: BackendUnderTest) -> TransportTarget:
+        """Raises ``ValueError`` for a factory path that does not import (a usage error)."""
+        roles = {**DEFAULT_ROLES, **backend.factories}
+        full = BackendUnderTest(backend.name, backend.family, roles, backend.service)
+        return cls(
+            full.factory("streams"), full.factory("consumer"), full.factory("admin"), full.factory("listener")
+        )
