@@ -23,12 +23,17 @@ import asyncio
 import os
 import threading
 from collections.abc import Awaitable, Callable
-from typing import TYPE_CHECKING, TypeVar
-
-if TYPE_CHECKING:
-    from conformance._machine import RunContext
+from typing import Protocol, TypeVar
 
 T = TypeVar("T")
+
+
+class Witness(Protocol):
+    """Where the first lost call is kept (``RunContext``): a wrapper that catches ``BackendLost``
+    cannot turn the outage into a verdict."""
+
+    environment_error: str | None
+
 
 DEFAULT_WATCHDOG_S = 20.0
 
@@ -45,7 +50,7 @@ def watchdog_seconds() -> float:
         return DEFAULT_WATCHDOG_S
 
 
-async def bounded(what: str, call: Awaitable[T], context: RunContext | None = None) -> T:
+async def bounded(what: str, call: Awaitable[T], context: Witness | None = None) -> T:
     """Await ``call``; past the watchdog's bound, ``BackendLost`` naming ``what``."""
     limit = watchdog_seconds()
     try:
@@ -56,7 +61,7 @@ async def bounded(what: str, call: Awaitable[T], context: RunContext | None = No
         ) from None
 
 
-def bounded_sync(what: str, call: Callable[[], T], context: RunContext | None = None) -> T:
+def bounded_sync(what: str, call: Callable[[], T], context: Witness | None = None) -> T:
     """``call()`` on a helper thread, bounded like ``bounded`` (a blocking factory cannot be cancelled:
     the thread is left behind, the run ends)."""
     limit = watchdog_seconds()
@@ -83,7 +88,7 @@ def _late(what: str, limit: float) -> str:
     return f"{what} did not return within {limit:g}s (watchdog; RATCHET_WATCHDOG_S)"
 
 
-def lost(reason: str, context: RunContext | None = None) -> BackendLost:
+def lost(reason: str, context: Witness | None = None) -> BackendLost:
     if context is not None and context.environment_error is None:
         context.environment_error = reason
     return BackendLost(reason)

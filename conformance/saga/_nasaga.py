@@ -26,178 +26,30 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-import attrs
-
 from conformance._machine import SuiteStats
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga import _world as w
+from conformance.saga._nasaga_terms import (
+    CAPABILITIES,
+    DECISION,
+    KIND,
+    PHASE,
+    START_REFUSALS,
+    STATUS,
+    Seen,
+    definition_key,
+    first_payload,
+    nasaga_definition,
+    project,
+)
 from conformance.saga._port import (
     CatalogObservation,
     FateHook,
     Observation,
     ParticipantObservation,
-    RuntimeCapabilities,
 )
 from impls.nasaga import Engine, NasagaHost, NasagaHostError, OutboxRow
 from model import saga as m
-
-#: What the harness cannot do to nasaga through its public API (docs/nasaga-findings.md).
-CAPABILITIES = RuntimeCapabilities(
-    injectable_fates=False,  # nasaga owns its transactions; no in-process COMMIT fate
-    joined_starts=False,
-    raw_route_rows=False,
-    routes=False,
-    quota=False,  # nasaga counts sagas in flight, the model admitted starts (finding N-10)
-    timers=False,  # execute is never re-dispatched after a timeout (finding N-03)
-    retirement=False,  # any instance blocks retirement, terminal ones too (finding N-11)
-    instance_release=False,
-    attempt_budgets=False,  # no per-step attempt budget in nasaga's definition
-    step_journal=False,
-)
-
-#: What this port does not compare, and why.
-BLIND_SPOTS = {
-    "journal": "nasaga's transition rows use its own statuses and triggers; statuses are compared",
-    "timers": "timer rules are off (finding N-03); nasaga's timer rows are not the model's",
-    "seals": "nasaga seals its own canonical document with its own digest; keys are compared",
-    "instance fields": "start digest, revision, awaiting, step statuses and first payload",
-}
-
-_STATUS = {
-    "RUNNING": m.SagaStatus.RUNNING,
-    "WAITING_RESOLUTION": m.SagaStatus.RESOLVING,
-    "COMPENSATING": m.SagaStatus.COMPENSATING,
-    "COMPLETED": m.SagaStatus.COMPLETED,
-    "COMPENSATED": m.SagaStatus.COMPENSATED,
-    "MANUAL_INTERVENTION": m.SagaStatus.AWAITING_MANUAL_INTERVENTION,
-}
-_PHASE = {"execute": m.Phase.EXECUTE, "compensate": m.Phase.COMPENSATE, "resolve": m.Phase.RESOLVE}
-#: A participant's answer as the model names it. HALTED is what nasaga's participant commits when
-#: a step that may not be uncertain answers unknown: the model's manual-intervention policy.
-_KIND = {
-    "SUCCEEDED": m.ResultKind.SUCCEEDED,
-    "REJECTED": m.ResultKind.REJECTED,
-    "UNKNOWN": m.ResultKind.UNKNOWN,
-    "HALTED": m.ResultKind.UNKNOWN,
-    "RESOLUTION_PENDING": m.ResultKind.UNKNOWN,
-}
-_DECISION = {
-    m.Decision.SUCCEED: "succeeded",
-    m.Decision.REJECT: "rejected",
-    m.Decision.UNKNOWN: "unknown",
-    m.Decision.TRANSIENT_FAILURE: "retryable",
-}
-#: nasaga's closed refusals of a start, as the model names them.
-_START_REFUSALS = {
-    "start.definition_inactive": "DefinitionNotStartable",
-    "start.invalid_payload": "PayloadRejected",
-    "start.definition_empty": "DefinitionNotStartable",
-    "start.request_conflict": "StartConflict",
-    "start.tenant_quota_exceeded": "QuotaExhausted",
-    "host.eligibility_denied": "EligibilityRevoked",
-    "host.no_definitions": "UnknownDefinition",
-}
-
-
-@attrs.frozen
-class Seen:
-    """An outcome at the seed's resolution: what kind of answer, and the facts the seed fixes."""
-
-    kind: str
-    detail: tuple[str, ...] = ()
-
-
-def _seen_start(outcome: object) -> Seen:
-    if isinstance(outcome, m.Started | m.AlreadyExists):
-        return Seen(type(outcome).__name__, (outcome.saga_id,))
-    if isinstance(outcome, m.DefinitionNotLoadable):  # a retired or candidate definition
-        return Seen("DefinitionNotStartable")
-    return Seen(type(outcome).__name__)
-
-
-def project(value: object) -> object:
-    """A model value as this port shows it (``SagaRuntime.project``)."""
-    if isinstance(value, Observation):
-        return Observation(
-            {k: _project_instance(v) for k, v in value.instances.items()}, (), value.outbox, {}
-        )
-    if isinstance(value, CatalogObservation):
-        return CatalogObservation({k: ("", b"") for k in value.seals}, value.lifecycles, {})
-    if isinstance(value, ParticipantObservation):
-        return value
-    if isinstance(value, m.Started | m.AlreadyExists | m.StartConflict | m.PayloadRejected):
-        return _seen_start(value)
-    if isinstance(value, m.DefinitionNotStartable | m.DefinitionNotLoadable | m.UnknownDefinition):
-        return _seen_start(value)
-    if isinstance(value, m.EligibilityRevoked | m.QuotaExhausted):
-        return _seen_start(value)
-    if isinstance(value, m.CommandProcessed):
-        return Seen("processed", (value.result.kind.value,))
-    if isinstance(value, m.DeadLettered | m.RolledBack):
-        # Dead-lettering is the transport's (seed, Transport table); the participant rolled back.
-        return Seen("not-committed")
-    if isinstance(value, m.ResultApplied | m.StaleResult):
-        return Seen("accepted")  # nasaga records a stale result like any other (finding N-13)
-    if isinstance(value, m.DuplicateCommand | m.DuplicateResult):
-        return Seen("duplicate")
-    if isinstance(value, m.MessageRefused):
-        return Seen("refused")
-    if isinstance(value, m.Published | m.AlreadyPublished):
-        return Seen(type(value).__name__, (repr(value.key),))
-    if isinstance(value, m.DefinitionConflict | m.InvalidDefinition):
-        return Seen(type(value).__name__, (repr(value.key),))
-    if isinstance(value, m.LifecycleChanged):
-        return Seen("LifecycleChanged", (repr(value.key), value.after.value))
-    if isinstance(value, m.LifecycleUnchanged):
-        return Seen("LifecycleUnchanged", (repr(value.key), value.lifecycle.value))
-    if isinstance(value, m.CatalogEntry):
-        return Seen("CatalogEntry", (repr(value.artifact.key), value.lifecycle.value))
-    if isinstance(value, tuple) and all(isinstance(c, m.CommandEnvelope | m.ResultEnvelope) for c in value):
-        return value
-    return Seen(type(value).__name__)
-
-
-def _project_instance(instance: m.SagaInstance) -> m.SagaInstance:
-    return attrs.evolve(
-        instance,
-        start_digest="",
-        steps=(),
-        awaiting=None,
-        revision=0,
-        first_payload=m.SagaPayload(b"", m.JSON_CONTRACT),
-    )
-
-
-def _nasaga_step(step: m.StepDefinition, contract: m.PayloadContract | None) -> dict[str, Any]:
-    """The model's step in nasaga's artifact shape (docs/nasaga.md, concept map)."""
-    resolution: Any = (
-        {"mode": "poll", "budget_ms": max(step.timeout_ms, 1) * max(step.resolve_budget, 1)}
-        if step.uncertain_policy is m.UncertainPolicy.RESOLVE
-        else "forbidden"  # an unknown answer then halts the step: manual intervention
-    )
-    spec: dict[str, Any] = {
-        "name": step.name,
-        "owner": step.owner,
-        "compensation": "compensable" if step.compensation is not None else "non-compensable",
-        # nasaga ties the two: a step that may be uncertain resolves (never a local fence), one
-        # that may not is fenced locally (definition_mode_conflict otherwise).
-        "cancel_mode": "resolve-only" if resolution != "forbidden" else "local-fenceable",
-        "resolution": resolution,
-        "timeout_ms": step.timeout_ms,
-        "timeout_policy": "accept-late-success",
-    }
-    if contract is not None and not m.is_json_media_type(contract.media_type):
-        spec["payload_contract"] = {"content_type": contract.media_type, "schema_id": contract.schema_id}
-    return spec
-
-
-def nasaga_definition(artifact: m.DefinitionArtifact) -> dict[str, Any]:
-    key = artifact.key
-    steps = [
-        _nasaga_step(step, artifact.first_input if i == 0 else None) for i, step in enumerate(artifact.steps)
-    ]
-    return {"workflow": key.workflow, "version": key.version, "tenant": key.tenant, "steps": steps}
-
 
 _HOSTS: dict[str, NasagaHost] = {}
 
@@ -267,7 +119,7 @@ class NasagaRuntime:
     def _command(self, envelope: Mapping[str, Any]) -> m.CommandEnvelope:
         artifact = self._artifact(envelope["tenant_id"], envelope["workflow"], envelope["definition_version"])
         names = [s.name for s in artifact.steps]
-        phase = _PHASE.get(envelope["phase"])
+        phase = PHASE.get(envelope["phase"])
         if phase is None or envelope["step"] not in names:
             raise Violation(
                 "S-ORCH-02",
@@ -292,12 +144,12 @@ class NasagaRuntime:
             owner=artifact.steps[index].owner,
             phase=phase,
             attempt=int(envelope["attempt"]),
-            payload=_payload(envelope, artifact) if carries else None,
+            payload=first_payload(envelope, artifact) if carries else None,
         )
 
     def _result(self, envelope: Mapping[str, Any]) -> m.ResultEnvelope:
         command = self._command({**envelope, "payload": None})
-        kind = _KIND.get(str(envelope["status"]))
+        kind = KIND.get(str(envelope["status"]))
         if kind is None:
             raise Violation(
                 "S-PART-01",
@@ -419,7 +271,7 @@ class NasagaRuntime:
             )
         )
         if refused is not None:
-            return Seen(_START_REFUSALS.get(refused, refused))
+            return Seen(START_REFUSALS.get(refused, refused))
         kind = "Started" if body.outcome == "started" else "AlreadyExists"
         return Seen(kind, (body.instance.saga_id,))
 
@@ -453,9 +305,7 @@ class NasagaRuntime:
     ) -> object:
         envelope = self.commands[command.command_id]
         body, refused = self._refusal(
-            lambda: self.host.deliver_command(
-                self.ns, owner, envelope, _DECISION[decision], producer=producer
-            )
+            lambda: self.host.deliver_command(self.ns, owner, envelope, DECISION[decision], producer=producer)
         )
         if refused == "step.retryable":
             return Seen("not-committed")
@@ -463,7 +313,7 @@ class NasagaRuntime:
             return Seen("refused") if refused.startswith("command.") else Seen(refused)
         if body.handled == "duplicate":
             return Seen("duplicate")
-        kind = _KIND.get(str(body.status))
+        kind = KIND.get(str(body.status))
         return Seen("processed", (kind.value if kind is not None else str(body.status),))
 
     def pending_results(self, owner: str) -> tuple[m.ResultEnvelope, ...]:
@@ -480,7 +330,7 @@ class NasagaRuntime:
 
     def handle_result(self, envelope: m.ResultEnvelope, producer: str, now_ms: int) -> object:
         raw = dict(self.results[envelope.message_id])
-        if envelope.definition_digest != m.definition_digest(self._artifact(*_key(raw))):
+        if envelope.definition_digest != m.definition_digest(self._artifact(*definition_key(raw))):
             raw["definition_digest"] = envelope.definition_digest  # the forged digest, as sent
         body, refused = self._refusal(
             lambda: self.host.deliver_result(self.ns, raw, now_ms=now_ms, producer=producer)
@@ -541,7 +391,7 @@ class NasagaRuntime:
         return Observation(instances, (), outbox, {})
 
     def _instance(self, row: Mapping[str, Any]) -> m.SagaInstance:
-        status = _STATUS.get(str(row["status"]))
+        status = STATUS.get(str(row["status"]))
         if status is None:
             raise Violation(
                 "S-STEP-08", "a saga in a status the model has no name for", {"status": str(row["status"])}
@@ -586,9 +436,13 @@ class NasagaRuntime:
         for row in rows:
             if row["decision"] != "succeeded":
                 continue
-            artifact = self._artifact(*_key(row)) if "workflow" in row else self._artifact_of(row["saga_id"])
+            artifact = (
+                self._artifact(*definition_key(row))
+                if "workflow" in row
+                else self._artifact_of(row["saga_id"])
+            )
             index = [s.name for s in artifact.steps].index(row["step"])
-            phase = _PHASE[row["phase"]]
+            phase = PHASE[row["phase"]]
             # A resolve that confirms success confirms the execute effect (model: _participant._plan).
             target = m.Phase.EXECUTE if phase is m.Phase.RESOLVE else phase
             effects.append(m.effect_id_for(str(row["saga_id"]), index, target))
@@ -620,22 +474,6 @@ class NasagaRuntime:
             except NasagaHostError as exc:
                 if exc.is_environment:
                     raise HarnessEnvironmentError(f"the nasaga host failed: {exc}") from exc
-
-
-def _key(row: Mapping[str, Any]) -> tuple[str, str, int]:
-    return str(row["tenant_id"]), str(row["workflow"]), int(row["definition_version"])
-
-
-def _payload(envelope: Mapping[str, Any], artifact: m.DefinitionArtifact) -> m.SagaPayload | None:
-    raw = envelope.get("raw_payload")
-    if raw is not None:
-        contract = m.PayloadContract(str(raw["content_type"]), raw.get("schema_id") or None)
-        data = bytes.fromhex(raw["body_hex"]) if "body_hex" in raw else str(raw.get("body_text", "")).encode()
-        return m.SagaPayload(data, contract)
-    payload = envelope.get("payload")
-    if payload is None:
-        return None
-    return m.SagaPayload(json.dumps(payload, separators=(",", ":")).encode(), m.JSON_CONTRACT)
 
 
 def open_nasaga_pg(namespace: str, fates: FateHook, stats: SuiteStats) -> NasagaRuntime:

@@ -1,0 +1,193 @@
+"""nasaga's vocabulary in the model's: statuses, phases, answers, refusals, definitions, and the
+resolution (``Seen``, ``project``) at which the nasaga port compares outcomes with the model.
+
+The port (``_nasaga.py``) does the I/O; this module is the pure part of the translation, so the
+mapping decided in docs/nasaga-findings.md is one table per concept, here.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import attrs
+
+from conformance.saga._port import (
+    CatalogObservation,
+    Observation,
+    ParticipantObservation,
+    RuntimeCapabilities,
+)
+from model import saga as m
+
+#: What the harness cannot do to nasaga through its public API (docs/nasaga-findings.md).
+CAPABILITIES = RuntimeCapabilities(
+    injectable_fates=False,  # nasaga owns its transactions; no in-process COMMIT fate
+    joined_starts=False,
+    raw_route_rows=False,
+    routes=False,
+    quota=False,  # nasaga counts sagas in flight, the model admitted starts (finding N-10)
+    timers=False,  # execute is never re-dispatched after a timeout (finding N-03)
+    retirement=False,  # any instance blocks retirement, terminal ones too (finding N-11)
+    instance_release=False,
+    attempt_budgets=False,  # no per-step attempt budget in nasaga's definition
+    step_journal=False,
+)
+
+#: What this port does not compare, and why.
+BLIND_SPOTS = {
+    "journal": "nasaga's transition rows use its own statuses and triggers; statuses are compared",
+    "timers": "timer rules are off (finding N-03); nasaga's timer rows are not the model's",
+    "seals": "nasaga seals its own canonical document with its own digest; keys are compared",
+    "instance fields": "start digest, revision, awaiting, step statuses and first payload",
+}
+
+STATUS = {
+    "RUNNING": m.SagaStatus.RUNNING,
+    "WAITING_RESOLUTION": m.SagaStatus.RESOLVING,
+    "COMPENSATING": m.SagaStatus.COMPENSATING,
+    "COMPLETED": m.SagaStatus.COMPLETED,
+    "COMPENSATED": m.SagaStatus.COMPENSATED,
+    "MANUAL_INTERVENTION": m.SagaStatus.AWAITING_MANUAL_INTERVENTION,
+}
+PHASE = {"execute": m.Phase.EXECUTE, "compensate": m.Phase.COMPENSATE, "resolve": m.Phase.RESOLVE}
+#: A participant's answer as the model names it. HALTED is what nasaga's participant commits when
+#: a step that may not be uncertain answers unknown: the model's manual-intervention policy.
+KIND = {
+    "SUCCEEDED": m.ResultKind.SUCCEEDED,
+    "REJECTED": m.ResultKind.REJECTED,
+    "UNKNOWN": m.ResultKind.UNKNOWN,
+    "HALTED": m.ResultKind.UNKNOWN,
+    "RESOLUTION_PENDING": m.ResultKind.UNKNOWN,
+}
+DECISION = {
+    m.Decision.SUCCEED: "succeeded",
+    m.Decision.REJECT: "rejected",
+    m.Decision.UNKNOWN: "unknown",
+    m.Decision.TRANSIENT_FAILURE: "retryable",
+}
+#: nasaga's closed refusals of a start, as the model names them.
+START_REFUSALS = {
+    "start.definition_inactive": "DefinitionNotStartable",
+    "start.invalid_payload": "PayloadRejected",
+    "start.definition_empty": "DefinitionNotStartable",
+    "start.request_conflict": "StartConflict",
+    "start.tenant_quota_exceeded": "QuotaExhausted",
+    "host.eligibility_denied": "EligibilityRevoked",
+    "host.no_definitions": "UnknownDefinition",
+}
+
+
+@attrs.frozen
+class Seen:
+    """An outcome at the seed's resolution: what kind of answer, and the facts the seed fixes."""
+
+    kind: str
+    detail: tuple[str, ...] = ()
+
+
+def _seen_start(outcome: object) -> Seen:
+    if isinstance(outcome, m.Started | m.AlreadyExists):
+        return Seen(type(outcome).__name__, (outcome.saga_id,))
+    if isinstance(outcome, m.DefinitionNotLoadable):  # a retired or candidate definition
+        return Seen("DefinitionNotStartable")
+    return Seen(type(outcome).__name__)
+
+
+def project(value: object) -> object:
+    """A model value as this port shows it (``SagaRuntime.project``)."""
+    if isinstance(value, Observation):
+        return Observation({k: project_instance(v) for k, v in value.instances.items()}, (), value.outbox, {})
+    if isinstance(value, CatalogObservation):
+        return CatalogObservation({k: ("", b"") for k in value.seals}, value.lifecycles, {})
+    if isinstance(value, ParticipantObservation):
+        return value
+    if isinstance(value, m.Started | m.AlreadyExists | m.StartConflict | m.PayloadRejected):
+        return _seen_start(value)
+    if isinstance(value, m.DefinitionNotStartable | m.DefinitionNotLoadable | m.UnknownDefinition):
+        return _seen_start(value)
+    if isinstance(value, m.EligibilityRevoked | m.QuotaExhausted):
+        return _seen_start(value)
+    if isinstance(value, m.CommandProcessed):
+        return Seen("processed", (value.result.kind.value,))
+    if isinstance(value, m.DeadLettered | m.RolledBack):
+        # Dead-lettering is the transport's (seed, Transport table); the participant rolled back.
+        return Seen("not-committed")
+    if isinstance(value, m.ResultApplied | m.StaleResult):
+        return Seen("accepted")  # nasaga records a stale result like any other (finding N-13)
+    if isinstance(value, m.DuplicateCommand | m.DuplicateResult):
+        return Seen("duplicate")
+    if isinstance(value, m.MessageRefused):
+        return Seen("refused")
+    if isinstance(value, m.Published | m.AlreadyPublished):
+        return Seen(type(value).__name__, (repr(value.key),))
+    if isinstance(value, m.DefinitionConflict | m.InvalidDefinition):
+        return Seen(type(value).__name__, (repr(value.key),))
+    if isinstance(value, m.LifecycleChanged):
+        return Seen("LifecycleChanged", (repr(value.key), value.after.value))
+    if isinstance(value, m.LifecycleUnchanged):
+        return Seen("LifecycleUnchanged", (repr(value.key), value.lifecycle.value))
+    if isinstance(value, m.CatalogEntry):
+        return Seen("CatalogEntry", (repr(value.artifact.key), value.lifecycle.value))
+    if isinstance(value, tuple) and all(isinstance(c, m.CommandEnvelope | m.ResultEnvelope) for c in value):
+        return value
+    return Seen(type(value).__name__)
+
+
+def project_instance(instance: m.SagaInstance) -> m.SagaInstance:
+    return attrs.evolve(
+        instance,
+        start_digest="",
+        steps=(),
+        awaiting=None,
+        revision=0,
+        first_payload=m.SagaPayload(b"", m.JSON_CONTRACT),
+    )
+
+
+def _nasaga_step(step: m.StepDefinition, contract: m.PayloadContract | None) -> dict[str, Any]:
+    """The model's step in nasaga's artifact shape (docs/nasaga.md, concept map)."""
+    resolution: Any = (
+        {"mode": "poll", "budget_ms": max(step.timeout_ms, 1) * max(step.resolve_budget, 1)}
+        if step.uncertain_policy is m.UncertainPolicy.RESOLVE
+        else "forbidden"  # an unknown answer then halts the step: manual intervention
+    )
+    spec: dict[str, Any] = {
+        "name": step.name,
+        "owner": step.owner,
+        "compensation": "compensable" if step.compensation is not None else "non-compensable",
+        # nasaga ties the two: a step that may be uncertain resolves (never a local fence), one
+        # that may not is fenced locally (definition_mode_conflict otherwise).
+        "cancel_mode": "resolve-only" if resolution != "forbidden" else "local-fenceable",
+        "resolution": resolution,
+        "timeout_ms": step.timeout_ms,
+        "timeout_policy": "accept-late-success",
+    }
+    if contract is not None and not m.is_json_media_type(contract.media_type):
+        spec["payload_contract"] = {"content_type": contract.media_type, "schema_id": contract.schema_id}
+    return spec
+
+
+def nasaga_definition(artifact: m.DefinitionArtifact) -> dict[str, Any]:
+    key = artifact.key
+    steps = [
+        _nasaga_step(step, artifact.first_input if i == 0 else None) for i, step in enumerate(artifact.steps)
+    ]
+    return {"workflow": key.workflow, "version": key.version, "tenant": key.tenant, "steps": steps}
+
+
+def definition_key(row: Mapping[str, Any]) -> tuple[str, str, int]:
+    return str(row["tenant_id"]), str(row["workflow"]), int(row["definition_version"])
+
+
+def first_payload(envelope: Mapping[str, Any], artifact: m.DefinitionArtifact) -> m.SagaPayload | None:
+    raw = envelope.get("raw_payload")
+    if raw is not None:
+        contract = m.PayloadContract(str(raw["content_type"]), raw.get("schema_id") or None)
+        data = bytes.fromhex(raw["body_hex"]) if "body_hex" in raw else str(raw.get("body_text", "")).encode()
+        return m.SagaPayload(data, contract)
+    payload = envelope.get("payload")
+    if payload is None:
+        return None
+    return m.SagaPayload(json.dumps(payload, separators=(",", ":")).encode(), m.JSON_CONTRACT)
