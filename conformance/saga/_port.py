@@ -41,6 +41,9 @@ class RuntimeCapabilities:
     routes: bool = True
     #: The orchestrator's per-tenant start quota is the harness's (S-START-13).
     quota: bool = True
+    #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``
+    #: (S-OBS-*). Off by default: a runtime that shows none is judged on the rest.
+    metrics: bool = False
 
 
 @attrs.frozen
@@ -64,6 +67,31 @@ class CatalogObservation:
 class ParticipantObservation:
     effects: tuple[str, ...]  # effect ids of the business facts, in the order they took effect
     results: tuple[m.ResultEnvelope, ...]  # the result outbox, oldest first
+
+
+@attrs.frozen
+class MetricsObservation:
+    """A scrape and the structured snapshot read at the same moment (S-OBS-05).
+
+    ``exposition`` is the Prometheus text format as the runtime serves it (process metrics and
+    the facts of its backend); ``snapshot`` is the runtime's structured snapshot flattened into
+    samples: ``sample_key(name, labels)`` -> value, histogram buckets cumulative as in the text.
+    """
+
+    exposition: str
+    snapshot: Mapping[str, float]
+
+
+def sample_key(name: str, labels: Mapping[str, str]) -> str:
+    """``name{a="x",b="y"}`` with labels sorted: one spelling of a sample for both sides."""
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
+
+
+class MetricsPort(Protocol):
+    """What a runtime with ``RuntimeCapabilities.metrics`` also offers."""
+
+    def read_metrics(self) -> MetricsObservation: ...
 
 
 FateHook = Callable[[str], m.CommitFate]

@@ -10,12 +10,16 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from prometheus_client import CollectorRegistry
+
 from conformance._machine import SuiteStats
 from conformance._violations import HarnessEnvironmentError
 from conformance.saga import _world as w
+from conformance.saga._metrics_checks import flatten
 from conformance.saga._port import (
     CatalogObservation,
     FateHook,
+    MetricsObservation,
     Observation,
     ParticipantObservation,
     RuntimeCapabilities,
@@ -26,6 +30,7 @@ from impls.saga import (
     Commit,
     Orchestrator,
     Participant,
+    RuntimeMetrics,
     SagaBackend,
     SagaBackendError,
     capability_key_of,
@@ -36,6 +41,7 @@ from impls.saga import (
     route_to_row,
     run_unit,
     timer_from_row,
+    with_facts,
 )
 from model import saga as m
 
@@ -55,20 +61,34 @@ def open_backend(factory: Callable[..., Any], namespace: str) -> SagaBackend:
 class RatchetRuntime:
     """``impls.saga.Orchestrator`` and ``Participant`` s beside the model (the strictest port)."""
 
-    capabilities = RuntimeCapabilities()
+    capabilities = RuntimeCapabilities(metrics=True)
+    #: The classes a planted variant swaps (``examples/broken_saga_runtimes.py``).
+    orchestrator_class: type[Orchestrator] = Orchestrator
+    participant_class: type[Participant] = Participant
+    metrics_class: type[RuntimeMetrics] = RuntimeMetrics
 
     def __init__(
         self, factory: Callable[..., Any], namespace: str, fates: FateHook, stats: SuiteStats
     ) -> None:
         self._fates = fates
         self._raw: list[SagaBackend] = []
+        # One metrics source for the orchestrator and both participants, each on its own backend
+        # (S-OBS-04); the harness's clock never moves during a call, so durations are exactly 0.
+        self.metrics = self.metrics_class(CollectorRegistry(), clock=lambda: 0.0)
         self.orch_backend = self._open(factory, f"{namespace}o", stats)
-        self.orch = Orchestrator(
-            self.orch_backend, frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT, fates=fates
+        self.orch = self.orchestrator_class(
+            self.orch_backend,
+            frozenset(w.OWNERS),
+            quota_limit=w.QUOTA_LIMIT,
+            fates=fates,
+            metrics=self.metrics,
         )
         self.parts = {
-            owner: Participant(
-                self._open(factory, f"{namespace}{owner}", stats), w.participant_config(owner), fates=fates
+            owner: self.participant_class(
+                self._open(factory, f"{namespace}{owner}", stats),
+                w.participant_config(owner),
+                fates=fates,
+                metrics=self.metrics,
             )
             for owner in w.OWNERS
         }
@@ -197,6 +217,11 @@ class RatchetRuntime:
             self.parts[owner].backend, lambda tx: (tx.list_effects(), tx.list_results())
         )
         return ParticipantObservation(tuple(e.effect_id for e in effects), tuple(r.envelope for r in results))
+
+    def read_metrics(self) -> MetricsObservation:
+        """A scrape of the orchestrator process and its snapshot, with its backend's facts (S-OBS-05, -06)."""
+        snapshot, text = with_facts(self.metrics, self.orch_backend)
+        return MetricsObservation(text.decode("utf-8"), flatten(snapshot))
 
     def result_claimed(self, message_id: str) -> bool:
         return read_only(self.orch_backend, lambda tx: tx.result_claimed(message_id))

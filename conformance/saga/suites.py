@@ -6,7 +6,9 @@ the catalog side a conflicting and an invalid publication were refused, a plante
 a candidate's activation, a lost route registration converged on re-report, a stale route
 generation was fenced, a route selection was ambiguous, a retired definition refused routes;
 and among starts one beyond the quota was refused, a schema-declared non-JSON one admitted and a
-joined one left the last eligibility gate to its host.
+joined one left the last eligibility gate to its host. With a runtime that shows metrics, its
+scrapes reconciled with the harness's ledger, a failed attempt and a stale fire among them, and
+the label policy held with sagas of several tenants (``OBSERVABILITY_TARGETS``, S-OBS-*).
 """
 
 from __future__ import annotations
@@ -45,7 +47,20 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["start:QuotaExhausted"] = "no start beyond the tenant's quota was refused"
     targets["non-json-start-admitted"] = "no schema-declared non-JSON start was admitted"
     targets["joined-start-left-last-gate"] = "no joined start passed the gate its host owns"
+    if stats.details.get("metrics") != "unavailable":  # a runtime that shows no metrics skips these
+        targets.update(OBSERVABILITY_TARGETS)
     return targets
+
+
+#: What the metrics checks (``_metrics_checks``, S-OBS-*) must have seen at some quiescence.
+OBSERVABILITY_TARGETS = {
+    "obs:reconciled": "the metrics never reconciled with the harness's ledger at a quiescence",
+    "obs:labels-bounded": "the label policy was never checked on a scrape",
+    "obs:several-tenants": "no scrape was checked with sagas of several tenants",
+    "obs:failed-attempt-observed": "no failed or rolled-back attempt was reconciled in a stage",
+    "obs:stale-fire-unobserved": "no stale fire was shown to observe no timer lateness",
+    "obs:lateness-observed": "no timer fired late enough to land above zero",
+}
 
 
 def _named_backends() -> Mapping[str, BackendUnderTest]:
