@@ -125,4 +125,19 @@ RULES: Mapping[str, str] = {
     "S-DLV-02": "Transient failures and unknown commits keep the message for redelivery.",
     "S-DLV-03": "Unauthenticated or unauthorized messages are refused before any handler state is touched.",
     "S-DLV-04": "A retryable outcome is never reported as committed.",
+    # observability
+    "S-OBS-01": "nasaga_stage_duration_seconds has exactly the five fixed stages over fixed bucket bounds.",
+    "S-OBS-02": "The handler and the participant, start and transition transaction stages observe every "
+    "attempt, failed, rolled-back and refused ones included.",
+    "S-OBS-03": "Timer lateness is observed once per fire whose claim the fence re-verified, as fire time "
+    "minus due time; a stale fire observes nothing.",
+    "S-OBS-04": "Transport, governance and processing counters have one source per process, count every "
+    "call once by its outcome, and no metric is registered twice.",
+    "S-OBS-05": "The structured snapshot and the Prometheus exposition come from one bounded bucket source "
+    "and agree.",
+    "S-OBS-06": "Database facts (instances, attempts, timers, conflicts, quota) are read through the backend "
+    "port, equal the committed state and are combined with the process snapshot on every backend.",
+    "S-OBS-07": "Label names and values come from closed sets that do not grow with sagas, tenants "
+    "or messages.",
+    "S-OBS-08": "No saga id, tenant, datasource endpoint or message body is a label, by name or by value.",
 }
