@@ -14,7 +14,6 @@ redis-py is called, with error translation and round-trip counting, in ``_gatewa
 
 from __future__ import annotations
 
-
 import fakeredis
 from redis.asyncio import Redis
 from redis.backoff import ExponentialBackoff
