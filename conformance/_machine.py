@@ -33,6 +33,7 @@ import attrs
 from hypothesis.stateful import RuleBasedStateMachine
 
 from conformance._faults import ALL_FAULTS, FaultFilter
+from conformance._metrics import CallLatencies
 from conformance._violations import JsonValue, Violation
 
 T = TypeVar("T")
@@ -61,6 +62,7 @@ class SuiteStats:
     rules: Counter[str] = attrs.field(factory=Counter)  # machine rule -> times run
     reached: set[str] = attrs.field(factory=set)  # coverage targets hit ("fault-point:M-COMMIT-04")
     backend_seconds: float = 0.0  # time spent awaiting the system under test
+    latency: CallLatencies = attrs.field(factory=CallLatencies)  # backend call latency per method
     details: dict[str, str] = attrs.field(factory=dict)  # facts learnt while running (capabilities)
 
 

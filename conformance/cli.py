@@ -21,6 +21,8 @@ from pathlib import Path
 import attrs
 
 from conformance._faults import FAULT_KINDS, FAULT_POINTS, FaultFilter
+from conformance._metrics import latency_summary
+from conformance._report import Report
 from conformance._suites import FAMILIES, BackendUnderTest, Suite, load_suites, suite_named
 from conformance._violations import HarnessEnvironmentError
 
@@ -86,6 +88,9 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", type=Path, default=None, help="write JUnit XML here")
     parser.add_argument("--report", type=Path, default=None, help="write the JSON report here")
     parser.add_argument(
+        "--metrics", type=Path, default=None, help="write the run's OpenMetrics here (steps, faults, latency)"
+    )
+    parser.add_argument(
         "--failures", type=Path, default=Path(".ratchet/failures"), help="failure files go here"
     )
     parser.add_argument(
@@ -139,6 +144,7 @@ def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from conformance._metrics import write_openmetrics
     from conformance._progress import Progress
     from conformance._runner import RunOptions, probe_service, run_matrix
 
@@ -174,6 +180,7 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown profile {args.profile!r}; known: ci, deep")
     report = run_matrix(pairs, options, None if args.quiet else Progress())
     print(report.summary_table())
+    print_latency(report)
     details = report.details()
     if details:
         print()
@@ -182,7 +189,15 @@ def _run(args: argparse.Namespace) -> int:
         report.write_junit(args.junit)
     if args.report is not None:
         report.write_json(args.report)
+    if args.metrics is not None:
+        write_openmetrics(report, args.metrics)
     return report.exit_code
+
+
+def print_latency(report: Report) -> None:
+    lines = latency_summary(report)
+    if lines:
+        print(lines)
 
 
 # --- replay ------------------------------------------------------------------------------------
