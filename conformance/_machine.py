@@ -33,7 +33,7 @@ import attrs
 from hypothesis.stateful import RuleBasedStateMachine
 
 from conformance._faults import ALL_FAULTS, FaultFilter
-from conformance._metrics import CallLatencies
+from conformance._latency import CallLatencies
 from conformance._violations import JsonValue, Violation
 
 T = TypeVar("T")

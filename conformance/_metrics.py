@@ -1,20 +1,17 @@
 """The harness's own metrics: what a run did and how long the backend took, per method.
 
-``CallLatencies`` is a fixed-bucket histogram of backend call latency per method, kept in
-``SuiteStats.latency`` and fed by the suites' backend timers (``conformance/saga/_timing.py``,
-the commit oracle's store calls): recording is a bisect and two additions, so it costs the
-run next to nothing. At the end of a run ``write_openmetrics`` renders the report as OpenMetrics
-(steps, examples, faults by kind, elapsed time, the latency histograms) with prometheus-client's
-OpenMetrics writer, and ``latency_summary`` is the p50/p99 per method the summary prints — what
-a CI owner looks at when a gate slows down.
+``SuiteStats.latency`` (``conformance/_latency.py``) is a fixed-bucket histogram of backend call
+latency per method, fed by the suites' backend timers: recording is a bisect and two additions,
+so it costs the run next to nothing. At the end of a run ``write_openmetrics`` renders the report
+as OpenMetrics (steps, examples, faults by kind, elapsed time, the latency histograms) with
+prometheus-client's OpenMetrics writer, and ``latency_summary`` is the p50/p99 per method the
+summary prints — what a CI owner looks at when a gate slows down.
 """
 
 from __future__ import annotations
 
-import bisect
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 import attrs
 from prometheus_client import CollectorRegistry
@@ -22,50 +19,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Histo
 from prometheus_client.metrics_core import Metric
 from prometheus_client.openmetrics.exposition import generate_latest
 
-if TYPE_CHECKING:  # the report imports the machine's stats, which import this module
-    from conformance._report import Report
-
-#: Upper bounds in seconds, 1-2.5-5 per decade from 1 µs to 10 s; ``+Inf`` beyond.
-LATENCY_BOUNDS: tuple[float, ...] = (
-    1e-06, 2.5e-06, 5e-06, 1e-05, 2.5e-05, 5e-05, 0.0001, 0.00025, 0.0005, 0.001, 0.0025,
-    0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
-)  # fmt: skip
-
-
-@attrs.define
-class CallLatencies:
-    """Per method: non-cumulative bucket counts (``+Inf`` last), the count and the sum."""
-
-    buckets: dict[str, list[int]] = attrs.field(factory=dict)
-    sums: dict[str, float] = attrs.field(factory=dict)
-
-    def observe(self, method: str, seconds: float) -> None:
-        counts = self.buckets.get(method)
-        if counts is None:
-            counts = self.buckets[method] = [0] * (len(LATENCY_BOUNDS) + 1)
-            self.sums[method] = 0.0
-        counts[bisect.bisect_left(LATENCY_BOUNDS, seconds)] += 1
-        self.sums[method] += seconds
-
-    def count(self, method: str) -> int:
-        return sum(self.buckets.get(method, ()))
-
-    def quantile(self, method: str, q: float) -> float:
-        """As PromQL's ``histogram_quantile``: linear inside the bucket holding rank ``q``."""
-        counts = self.buckets.get(method)
-        total = sum(counts) if counts else 0
-        if not counts or total == 0:
-            return 0.0
-        rank, seen = q * total, 0
-        for index, n in enumerate(counts):
-            if seen + n >= rank and n:
-                if index == len(LATENCY_BOUNDS):
-                    return LATENCY_BOUNDS[-1]  # beyond the last bound: its bound, as PromQL does
-                low = LATENCY_BOUNDS[index - 1] if index else 0.0
-                return low + (LATENCY_BOUNDS[index] - low) * (rank - seen) / n
-            seen += n
-        return LATENCY_BOUNDS[-1]
-
+from conformance._latency import LATENCY_BOUNDS
+from conformance._report import Report
 
 # -- OpenMetrics of a run --------------------------------------------------------------------
 

@@ -21,8 +21,6 @@ from pathlib import Path
 import attrs
 
 from conformance._faults import FAULT_KINDS, FAULT_POINTS, FaultFilter
-from conformance._metrics import latency_summary
-from conformance._report import Report
 from conformance._suites import FAMILIES, BackendUnderTest, Suite, load_suites, suite_named
 from conformance._violations import HarnessEnvironmentError
 
@@ -144,7 +142,7 @@ def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from conformance._metrics import write_openmetrics
+    from conformance._metrics import latency_summary, write_openmetrics
     from conformance._progress import Progress
     from conformance._runner import RunOptions, probe_service, run_matrix
 
@@ -180,7 +178,9 @@ def _run(args: argparse.Namespace) -> int:
         raise UsageError(f"unknown profile {args.profile!r}; known: ci, deep")
     report = run_matrix(pairs, options, None if args.quiet else Progress())
     print(report.summary_table())
-    print_latency(report)
+    latency = latency_summary(report)  # p50/p99 per backend method (conformance/_metrics.py)
+    if latency:
+        print(latency)
     details = report.details()
     if details:
         print()
@@ -192,12 +192,6 @@ def _run(args: argparse.Namespace) -> int:
     if args.metrics is not None:
         write_openmetrics(report, args.metrics)
     return report.exit_code
-
-
-def print_latency(report: Report) -> None:
-    lines = latency_summary(report)
-    if lines:
-        print(lines)
 
 
 # --- replay ------------------------------------------------------------------------------------

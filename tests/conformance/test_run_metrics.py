@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.openmetrics.parser import text_string_to_metric_families
 
-from conformance._metrics import LATENCY_BOUNDS, CallLatencies
+from conformance._latency import LATENCY_BOUNDS, CallLatencies
 from conformance.cli import main
 
 
