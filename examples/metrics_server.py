@@ -3,10 +3,12 @@
 The orchestrator runs on the in-memory backend and its participant on SQLite, in one process with
 one metrics source (S-OBS-04). Two sagas run: one completes, one's first attempt times out and its
 timer fires 250 ms late. Then prometheus-client's HTTP server serves the process metrics on
-``/metrics``; ``/facts`` adds the orchestrator backend's facts, read through the port (S-OBS-06)::
+``--port``, and ``--port + 1`` serves them with the orchestrator backend's facts, read through the
+port at scrape time (S-OBS-06)::
 
     .venv/bin/python examples/metrics_server.py --port 9464 --seconds 30 &
     curl -s localhost:9464/metrics | grep nasaga_stage_duration_seconds_count
+    curl -s localhost:9465/ | grep nasaga_instances
 """
 
 from __future__ import annotations
