@@ -68,5 +68,11 @@ test: venv
 	else echo "services left running; stop them with: make services-stop"; fi; \
 	exit $$status
 
+# The nasaga host (docs/nasaga.md); its cargo target directory lives outside the repository.
+CARGO_TARGET_DIR ?= $(HOME)/.cache/ratchet/cargo-target
+.PHONY: nasaga-host
+nasaga-host:
+	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) cargo build --manifest-path hosts/nasaga/Cargo.toml
+
 clean:
 	rm -rf $(REPORTS) .mypy_cache .ruff_cache .pytest_cache

@@ -50,6 +50,7 @@ class FailureFile:
     program: tuple[Step, ...]
     trace: tuple[str, ...] = ()
     reproduce_blob: str | None = None
+    service: str | None = None  # the real service the backend was reached on, through a fault proxy
     created_at: str = attrs.field(
         factory=lambda: datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
     )
@@ -71,6 +72,7 @@ class FailureFile:
             "trace": list(self.trace),
             "reproduce_blob": self.reproduce_blob,
             "created_at": self.created_at,
+            **({"service": self.service} if self.service is not None else {}),
         }
 
     @classmethod
@@ -94,6 +96,7 @@ class FailureFile:
                 program=program,
                 trace=tuple(str(t) for t in data.get("trace") or ()),
                 reproduce_blob=data.get("reproduce_blob"),
+                service=str(data["service"]) if data.get("service") else None,
                 created_at=str(data.get("created_at", "")),
             )
         except (KeyError, TypeError, AttributeError) as exc:
@@ -101,15 +104,21 @@ class FailureFile:
 
     @property
     def file_name(self) -> str:
+        return self.file_name_with()
+
+    def file_name_with(self, factory: str | None = None) -> str:
+        """``<backend>-<suite>-<rule>[-<factory>]-<hash>.json``. ``factory`` is the primary factory's
+        path for a backend that is not a registered one (``--store``): two custom stores that break
+        the same rule with the same program must not overwrite each other's file."""
         digest = hashlib.sha256(
             json.dumps([[s.rule, s.args] for s in self.program], sort_keys=True).encode()
         ).hexdigest()[:10]
-        safe_backend = "".join(c if c.isalnum() or c in "-_" else "_" for c in self.backend)
-        return f"{safe_backend}-{self.suite}-{self.rule_id}-{digest}.json"
+        tag = f"-{_safe(factory.replace(':', '.'))}" if factory else ""
+        return f"{_safe(self.backend)}-{self.suite}-{self.rule_id}{tag}-{digest}.json"
 
-    def write(self, directory: Path) -> Path:
+    def write(self, directory: Path, *, factory: str | None = None) -> Path:
         directory.mkdir(parents=True, exist_ok=True)
-        path = directory / self.file_name
+        path = directory / self.file_name_with(factory)
         path.write_text(json.dumps(self.to_json(), indent=2, sort_keys=False) + "\n", encoding="utf-8")
         return path
 
@@ -125,3 +134,7 @@ class FailureFile:
 
     def render_program(self) -> str:
         return "\n".join(f"  {i + 1:2d}. {s.render()}" for i, s in enumerate(self.program))
+
+
+def _safe(text: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in text)[:80]

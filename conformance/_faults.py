@@ -5,23 +5,99 @@ interleaving of workers). Each suite lists the kinds it injects and the named po
 at; the coverage gate asks that every listed kind and point was really injected. Kinds are values,
 not an enum, so the saga suites add their own (commit outcome unknown, lease lost, ...) here
 without touching the commit side.
+
+A kind that meets one backend call carries its own behaviour (``CallHooks``): the oracle that
+makes the call runs ``before`` (which may fail the call before it reaches the backend), the call,
+``after_backend`` (the backend call has returned: a proxy is disarmed here, before any read-back),
+its checks, then ``after`` (which may take the answer away from the caller). Adding such a kind is
+one definition: its hooks, and ``requires`` when only some backends can suffer it (the wire kinds
+need a network between driver and server). The runner derives the ``fault:<kind>`` coverage
+targets from the suite's kinds (``fault_targets``); a kind whose requirement the backend lacks is
+reported not applicable instead of demanded.
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
 
 import attrs
+
+
+@attrs.define
+class CallSite:
+    """One backend call a fault meets, as its hooks see it.
+
+    ``unavailable(detail)`` builds the error the caller sees when a fault takes the answer (the
+    oracle's own error type: ``MessageStoreError`` UNAVAILABLE with the key, for stores). ``wire``
+    is the backend's fault proxy, or None for a backend with no network (``requires="wire"``).
+    """
+
+    label: str  # "reserve(t1/alice/m1)": what the trace says
+    note: Callable[[str], None]
+    inject: Callable[[str], None]  # count one injection of a kind (the coverage gate's fault:<kind>)
+    unavailable: Callable[[str], BaseException]
+    write: bool = True
+    wire: object | None = None
+    requests: int = 1  # how many requests of the call a wire fault meets
+
+
+class CallHooks:
+    """A kind's behaviour at one call; this base does nothing but count the injection.
+
+    Kinds injected by rules of their own (a crash at a fault point, an interleaving, a clock jump)
+    keep it: their behaviour is the rule.
+    """
+
+    def taken(self, kind: FaultKind, call: CallSite) -> None:
+        """The oracle took the armed fault for this call: it counts as injected now."""
+        call.inject(kind.name)
+
+    def before(self, kind: FaultKind, call: CallSite) -> None:
+        """Before the model and the backend: raise to fail the call before it applies."""
+
+    def after_backend(self, kind: FaultKind, call: CallSite) -> None:
+        """The backend call returned or raised; nothing has been read back yet."""
+
+    def after(self, kind: FaultKind, call: CallSite) -> None:
+        """The call was judged: raise to replace the answer the caller sees."""
+
+
+NO_HOOKS = CallHooks()
+
+
+class _FailedBefore(CallHooks):
+    def before(self, kind: FaultKind, call: CallSite) -> None:
+        suffix = ", nothing applied" if call.write else ""
+        call.note(f"{call.label} -> injected failed-before: UNAVAILABLE{suffix}")
+        raise call.unavailable("injected: failed before it applied")
+
+
+class _ResponseLost(CallHooks):
+    def after(self, kind: FaultKind, call: CallSite) -> None:
+        call.note(f"{call.label} -> injected response-lost: the caller sees UNAVAILABLE")
+        raise call.unavailable("injected: response lost")
 
 
 @attrs.frozen
 class FaultKind:
     name: str  # the vocabulary of counterexamples and of the summary table: short, kebab-case
     description: str
+    hooks: CallHooks = attrs.field(default=NO_HOOKS, eq=False, repr=False)
+    requires: str | None = None  # a capability the backend must have (SuiteStats.details == "True")
+
+    def not_applicable(self, details: Mapping[str, str]) -> str | None:
+        """Why this backend cannot suffer this kind, or None when it can."""
+        if self.requires is None or details.get(self.requires) == "True":
+            return None
+        return f"the backend has no {self.requires}"
 
 
-RESPONSE_LOST = FaultKind("response-lost", "the call applied, then the caller saw UNAVAILABLE (a lost reply)")
-FAILED_BEFORE = FaultKind("failed-before", "the call failed before it reached the backend; nothing applied")
+RESPONSE_LOST = FaultKind(
+    "response-lost", "the call applied, then the caller saw UNAVAILABLE (a lost reply)", _ResponseLost()
+)
+FAILED_BEFORE = FaultKind(
+    "failed-before", "the call failed before it reached the backend; nothing applied", _FailedBefore()
+)
 CRASH = FaultKind("crash", "the worker died at a named fault point; the in-flight work is abandoned")
 INTERLEAVE = FaultKind("interleave", "two or three workers on one key, switched at backend-call boundaries")
 RECOVERY_SWEEP = FaultKind("recovery-sweep", "a recovery worker sweeps everything older than the clock")
@@ -40,6 +116,22 @@ def register_fault_kind(kind: FaultKind) -> FaultKind:
 
 for _kind in (RESPONSE_LOST, FAILED_BEFORE, CRASH, INTERLEAVE, RECOVERY_SWEEP, CLOCK_ADVANCE):
     register_fault_kind(_kind)
+
+
+def fault_targets(
+    kinds: Iterable[FaultKind], details: Mapping[str, str]
+) -> tuple[dict[str, str], dict[str, str]]:
+    """The ``fault:<kind>`` coverage targets of a suite's kinds on one backend, and the kinds that do
+    not apply there (name -> why), which the gate reports instead of demanding."""
+    targets: dict[str, str] = {}
+    skipped: dict[str, str] = {}
+    for kind in kinds:
+        why = kind.not_applicable(details)
+        if why is None:
+            targets[f"fault:{kind.name}"] = f"no {kind.name} fault was injected"
+        else:
+            skipped[kind.name] = why
+    return targets, skipped
 
 
 @attrs.frozen

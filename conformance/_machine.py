@@ -32,8 +32,12 @@ from typing import Any, ClassVar, TypeVar
 import attrs
 from hypothesis.stateful import RuleBasedStateMachine
 
+from conformance import _signals
+from conformance._cleanup import Namespaces, namespace_stamp
 from conformance._faults import ALL_FAULTS, FaultFilter
 from conformance._latency import CallLatencies
+from conformance._opened import start_recording
+from conformance._outage import BackendLost
 from conformance._violations import JsonValue, Violation
 
 T = TypeVar("T")
@@ -66,6 +70,14 @@ class SuiteStats:
     details: dict[str, str] = attrs.field(factory=dict)  # facts learnt while running (capabilities)
 
 
+class BudgetSpent(KeyboardInterrupt):
+    """The run's time budget is spent (``--time-budget``): stop generating, report what ran.
+
+    A ``KeyboardInterrupt`` for the same reason as ``_signals.RunInterrupted``: it is the one
+    exception Hypothesis lets through without saving the example or shrinking it. The runner
+    catches it; it never reaches the CLI."""
+
+
 @attrs.define
 class RecordedFailure:
     program: list[Step]
@@ -91,17 +103,38 @@ class RunContext:
     stats: SuiteStats = attrs.field(factory=SuiteStats)
     last_failure: RecordedFailure | None = None
     progress: ProgressHook | None = None
-    run_id: str = attrs.field(factory=lambda: uuid.uuid4().hex[:10])
+    profile: str = "ci"  # faults that cost seconds (a Cassandra restart) run only in some profiles
+    environment_error: str | None = None  # set by the watchdog (conformance/_outage.py): no verdict
+    run_id: str = attrs.field(factory=lambda: uuid.uuid4().hex[:6])
     started: float = attrs.field(factory=time.perf_counter)
+    target_examples: int | None = None  # what the settings ask for (progress: done/target, ETA)
+    #: ``time.monotonic()`` after which no new example starts unless a failure is being shrunk,
+    #: and after which nothing more runs at all (the shrinking of a found failure included).
+    deadline: float | None = None
+    hard_deadline: float | None = None
+    budget_spent: bool = False
+    cleanup: Namespaces = attrs.field(factory=Namespaces)
     _namespaces: int = 0
 
     def new_namespace(self) -> str:
         """A fresh namespace per example: letters and digits only, unique across runs and processes."""
         self._namespaces += 1
-        return f"rt{self.run_id}{os.getpid() % 100000:05d}x{self._namespaces}"
+        # The time comes first, so ``conformance clean`` can tell a run in progress from leftovers.
+        return f"rt{namespace_stamp()}{self.run_id}{os.getpid() % 100000:05d}x{self._namespaces}"
 
     def reach(self, target: str) -> None:
         self.stats.reached.add(target)
+
+    def check_budget(self) -> None:
+        """Raise ``BudgetSpent`` once the deadline passed: at once when nothing failed yet, else
+        after the hard deadline (a found failure gets the time between them to shrink)."""
+        if self.deadline is None:
+            return
+        now = time.monotonic()
+        shrinking = self.last_failure is not None
+        if now >= self.deadline and (not shrinking or now >= (self.hard_deadline or self.deadline)):
+            self.budget_spent = True
+            raise BudgetSpent()
 
     def inject(self, kind: str) -> None:
         self.stats.faults[kind] += 1
@@ -110,6 +143,10 @@ class RunContext:
     def machine_class(self, base: type[ConformanceMachine]) -> type[ConformanceMachine]:
         """A subclass bound to this context, named after backend and suite (the database key)."""
         label = "".join(ch if ch.isalnum() else "_" for ch in f"{self.backend}_{self.suite}")
+        # A target may add rules its backend supports (the wire faults: conformance/commit/_target.py).
+        specialise = getattr(self.target, "specialise", None)
+        if callable(specialise):
+            base = specialise(base)
         return type(f"{base.__name__}_{label}", (base,), {"context": self})
 
 
@@ -119,6 +156,9 @@ class ConformanceMachine(RuleBasedStateMachine):
     context: ClassVar[RunContext]
 
     def __init__(self) -> None:
+        _signals.check()  # a signal stops the run before a new example opens anything
+        self.context.check_budget()
+        self.opened = start_recording()  # what this example's factories open (conformance._cleanup)
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.program: list[Step] = []
@@ -151,13 +191,21 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     # --- lifecycle ----------------------------------------------------------------------------
 
+    def _environment_check(self) -> None:
+        """A watchdog fired in this step (a wrapper may have caught it): the run ends, no verdict."""
+        reason = self.context.environment_error
+        if reason is not None:
+            raise BackendLost(reason)
+
     def record_failure(self, violation: Violation) -> None:
         self.failed = True
         self.context.last_failure = RecordedFailure(list(self.program), violation, list(self.trace))
 
     def teardown(self) -> None:
+        finished = False
         try:
-            if not self.failed:
+            # An interrupted example did not finish: its end checks would judge half a program.
+            if not self.failed and _signals.pending() is None and not self.context.budget_spent:
                 self.trace = []
                 try:
                     self.at_quiescence()
@@ -165,8 +213,13 @@ class ConformanceMachine(RuleBasedStateMachine):
                     violation.context.setdefault("at", "quiescence")
                     self.record_failure(violation)
                     raise
+                finished = True
         finally:
             try:
+                if self.failed:
+                    self.context.cleanup.failed(self.opened)
+                elif finished or self.context.budget_spent:  # (after a signal: exit first, clean later)
+                    self.context.cleanup.passed(self.opened, self.run)  # before close: same objects
                 self.close()
             finally:
                 self._close_loop()
@@ -194,6 +247,9 @@ def step(function: F) -> F:
 
     @functools.wraps(function)
     def recorded(self: ConformanceMachine, **kwargs: Any) -> Any:
+        # Between steps no backend call is in flight: the one safe place to stop (_signals).
+        _signals.check()
+        self.context.check_budget()
         self.program.append(Step(name, {k: _json(v) for k, v in kwargs.items()}))
         stats = self.context.stats
         stats.steps += 1
@@ -204,9 +260,11 @@ def step(function: F) -> F:
             result = function(self, **kwargs)
             self.after_step()
         except Violation as violation:
+            self._environment_check()
             violation.context.setdefault("at", f"step {len(self.program)}")
             self.record_failure(violation)
             raise
+        self._environment_check()
         progress = self.context.progress
         if progress is not None and stats.steps - self._last_progress >= 50:
             self._last_progress = stats.steps

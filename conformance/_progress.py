@@ -29,8 +29,8 @@ class Progress:
         rate = stats.steps / elapsed if elapsed > 0 else 0.0
         injected = sum(stats.faults.values())
         text = (
-            f"{context.backend}/{context.suite}: {stats.examples} examples, {stats.steps} steps "
-            f"({rate:.0f}/s), {injected} faults, {elapsed:.0f}s"
+            f"{context.backend}/{context.suite}: {_examples(context)}, {stats.steps} steps "
+            f"({rate:.0f}/s), {injected} faults, {elapsed:.0f}s{_eta(context, elapsed)}"
         )
         if self.tty:
             self.stream.write("\r\x1b[2K" + text)
@@ -47,3 +47,31 @@ class Progress:
         self.stream.write(text + "\n")
         self.stream.flush()
         self._last = time.perf_counter()
+
+
+def _examples(context: RunContext) -> str:
+    done = context.stats.examples
+    target = context.target_examples
+    return f"{done}/{target} examples" if target else f"{done} examples"
+
+
+def _eta(context: RunContext, elapsed: float) -> str:
+    """Time left: from the rate so far, or the budget if that ends sooner; none while shrinking."""
+    if context.last_failure is not None:
+        return f", shrinking {context.last_failure.violation.rule_id}"
+    done, target = context.stats.examples, context.target_examples
+    left = None
+    if target and done > 0:
+        left = max(0.0, elapsed / done * (target - done))
+    if context.deadline is not None:
+        budget_left = max(0.0, context.deadline - time.monotonic())
+        left = budget_left if left is None else min(left, budget_left)
+    return "" if left is None else f", ETA {_duration(left)}"
+
+
+def _duration(seconds: float) -> str:
+    if seconds < 60:
+        return f"{seconds:.0f}s"
+    if seconds < 3600:
+        return f"{seconds // 60:.0f}m{seconds % 60:02.0f}s"
+    return f"{seconds // 3600:.0f}h{seconds % 3600 // 60:02.0f}m"

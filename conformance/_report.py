@@ -2,13 +2,17 @@
 
 Exit codes (the CLI's and ``Report.exit_code``): 0 every suite passed its checks and its coverage
 gate; 1 a contract violation or a coverage gap; 2 the run could not be carried out (usage or
-environment: an unreachable server, a bad factory path, a crash of the harness itself).
+environment: an unreachable server, a bad factory path, a crash of the harness itself); 130 / 143
+the run was interrupted by SIGINT / SIGTERM (``Report.interrupted_by``), whatever had finished: an
+interrupted suite has no verdict, and the suites after it did not run.
 """
 
 from __future__ import annotations
 
 import enum
 import json
+import os
+import signal
 import textwrap
 from collections.abc import Sequence
 from pathlib import Path
@@ -25,6 +29,8 @@ class Verdict(enum.Enum):
     VIOLATION = "violation"
     COVERAGE = "coverage-gap"
     ERROR = "error"
+    INTERRUPTED = "interrupted"  # stopped by a signal: no verdict was reached
+    NOT_RUN = "not-run"  # the run was interrupted before this suite started
 
 
 @attrs.frozen
@@ -35,6 +41,12 @@ class FailureSummary:
     failure_file: Path | None
     flaky: bool = False
     at: str | None = None  # "step 3" or "quiescence" (after the last step, once recovery ran)
+    trust: str | None = None  # the module replay must be told to trust (a backend not registered)
+
+    @property
+    def replay_command(self) -> str:
+        trust = f" --trust {self.trust}" if self.trust else ""
+        return f"conformance replay {self.failure_file}{trust}"
 
 
 @attrs.frozen
@@ -49,6 +61,10 @@ class SuiteResult:
     coverage_gaps: tuple[CoverageGap, ...] = ()
     coverage_targets: int = 0
     error: str | None = None  # for Verdict.ERROR: one line saying what went wrong
+    budget_spent: bool = False  # the time budget stopped generation before the target was reached
+    target_examples: int | None = None  # what the settings asked for
+    namespaces_dropped: int = 0  # examples' namespaces removed (conformance._cleanup)
+    namespaces_kept: tuple[str, ...] = ()  # the counterexample's, left on the backend to inspect
 
     @property
     def steps_per_second(self) -> float:
@@ -61,31 +77,46 @@ class SuiteResult:
             return f"VIOLATION {self.failure.rule_id}"
         if self.verdict is Verdict.COVERAGE:
             return f"COVERAGE GAP ({len(self.coverage_gaps)})"
+        if self.verdict is Verdict.INTERRUPTED:
+            return "INTERRUPTED" if self.failure is None else "INTERRUPTED (found)"
+        if self.verdict is Verdict.NOT_RUN:
+            return "not run"
         return "ERROR"
 
 
 @attrs.frozen
 class Report:
     results: tuple[SuiteResult, ...]
+    interrupted_by: int | None = None  # the signal number that stopped the run, if one did
 
     @property
     def ok(self) -> bool:
-        return all(r.verdict is Verdict.PASS for r in self.results)
+        return self.interrupted_by is None and all(r.verdict is Verdict.PASS for r in self.results)
 
     @property
     def exit_code(self) -> int:
+        if self.interrupted_by is not None:
+            return 128 + self.interrupted_by  # 130 SIGINT, 143 SIGTERM: the shell's convention
         if any(r.verdict is Verdict.ERROR for r in self.results):
             return 2
         return 0 if self.ok else 1
 
     @property
+    def interrupted_signal(self) -> str | None:
+        if self.interrupted_by is None:
+            return None
+        return signal.Signals(self.interrupted_by).name
+
+    @property
     def failures(self) -> list[SuiteResult]:
-        return [r for r in self.results if r.verdict is not Verdict.PASS]
+        """Every suite that ran and did not pass (an interrupted one included)."""
+        return [r for r in self.results if r.verdict not in (Verdict.PASS, Verdict.NOT_RUN)]
 
     # --- human output -----------------------------------------------------------------------
 
     def summary_table(self) -> str:
-        kinds = sorted({k for r in self.results for k in r.stats.faults})
+        """One row per (backend, suite), at most ``TABLE_WIDTH`` columns wide; the faults injected
+        per kind follow in a second block (one column per kind made it 26 columns too wide)."""
         headers = [
             "backend",
             "suite",
@@ -93,7 +124,7 @@ class Report:
             "steps",
             "steps/s",
             "backend%",
-            *kinds,
+            "faults",
             "coverage",
             "result",
         ]
@@ -103,13 +134,13 @@ class Report:
             reached = r.coverage_targets - len(r.coverage_gaps)
             rows.append(
                 [
-                    r.backend,
+                    _clip(r.backend, BACKEND_WIDTH),
                     r.suite,
-                    str(r.stats.examples),
+                    f"{r.stats.examples}{'*' if r.budget_spent else ''}",
                     str(r.stats.steps),
                     f"{r.steps_per_second:.0f}",
                     f"{share:.0f}",
-                    *(str(r.stats.faults.get(k, 0)) for k in kinds),
+                    str(sum(r.stats.faults.values())),
                     f"{reached}/{r.coverage_targets}" if r.coverage_targets else "-",
                     r.headline(),
                 ]
@@ -125,9 +156,41 @@ class Report:
             return "  ".join(out).rstrip()
 
         text = [line(headers), line(["-" * w for w in widths]), *(line(row) for row in rows)]
-        if kinds:
-            text.append("(fault columns: faults injected of that kind; backend%: time inside the backend)")
+        notes = ["faults: injected, all kinds", "backend%: time inside the backend"]
+        if any(r.budget_spent for r in self.results):
+            notes.append("*: the time budget ran out first")
+        text.append(f"({'; '.join(notes)})")
+        injected = [r for r in self.results if r.stats.faults]
+        if injected:
+            text.append("")
+            text.append("faults injected, per kind:")
+            label = max(len(f"{_clip(r.backend, BACKEND_WIDTH)}/{r.suite}") for r in injected)
+            for r in injected:
+                counts = [f"{kind} {n}" for kind, n in sorted(r.stats.faults.items())]
+                text.extend(
+                    _wrapped(f"  {_clip(r.backend, BACKEND_WIDTH)}/{r.suite}".ljust(label + 4), counts)
+                )
+        for r in self.results:
+            if "not-applicable" in r.stats.details:
+                text.append(f"(not applicable on {r.backend}/{r.suite}: {r.stats.details['not-applicable']})")
         return "\n".join(text)
+
+    def headline(self) -> str:
+        """One line for the whole run: what a pytest ``-r`` summary or a CI status shows."""
+        if self.interrupted_signal is not None:
+            done = sum(r.verdict not in (Verdict.INTERRUPTED, Verdict.NOT_RUN) for r in self.results)
+            return f"interrupted by {self.interrupted_signal} ({done} of {len(self.results)} suites finished)"
+        bad = self.failures
+        if not bad:
+            return f"pass: {len(self.results)} suites"
+        first = bad[0]
+        what = first.headline()
+        if first.failure is not None:
+            what = f"{first.failure.rule_id}: {first.failure.message}"
+        elif first.error:
+            what = f"ERROR: {first.error.splitlines()[0]}"
+        more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+        return f"{first.backend}/{first.suite}: {what}{more}"
 
     def details(self) -> str:
         """What went wrong, per failed suite: the rule, the program, the failure file, the gaps."""
@@ -147,11 +210,30 @@ class Report:
                 out.extend(f"     {i + 1:2d}. {s.render()}" for i, s in enumerate(r.failure.program))
                 if r.failure.failure_file is not None:
                     out.append(f"   failure file: {r.failure.failure_file}")
-                    out.append(f"   replay with:  conformance replay {r.failure.failure_file}")
+                    out.append(f"   replay with:  {r.failure.replay_command}")
+            if r.namespaces_kept:
+                out.append(
+                    f"   kept on the backend: namespace {', '.join(r.namespaces_kept)} (conformance clean)"
+                )
+            if r.budget_spent:
+                out.append(
+                    f"   the time budget ran out after {r.stats.examples} of {r.target_examples} examples"
+                )
             for gap in r.coverage_gaps:
                 out.append(f"   never reached: {gap.target} — {gap.description}")
             if r.error:
                 out.append(f"   error: {r.error}")
+        for r in self.results:
+            if r.budget_spent and r.verdict is Verdict.PASS:
+                out.append(
+                    f"== {r.backend} / {r.suite}: the time budget ran out after {r.stats.examples} of "
+                    f"{r.target_examples} examples (a pass on those)"
+                )
+        if self.interrupted_signal is not None:
+            skipped = [f"{r.backend}/{r.suite}" for r in self.results if r.verdict is Verdict.NOT_RUN]
+            out.append(f"== interrupted by {self.interrupted_signal}: no verdict for the interrupted suite")
+            if skipped:
+                out.append(f"   not run: {', '.join(skipped)}")
         return "\n".join(out)
 
     # --- machine output ---------------------------------------------------------------------
@@ -168,6 +250,8 @@ class Report:
                     "seed": r.seed,
                     "elapsed_s": round(r.elapsed_s, 3),
                     "examples": r.stats.examples,
+                    "examples_target": r.target_examples,
+                    "budget_spent": r.budget_spent,
                     "steps": r.stats.steps,
                     "steps_per_second": round(r.steps_per_second, 1),
                     "backend_seconds": round(r.stats.backend_seconds, 3),
@@ -179,6 +263,7 @@ class Report:
                         "gaps": [{"target": g.target, "description": g.description} for g in r.coverage_gaps],
                     },
                     "details": dict(r.stats.details),
+                    "namespaces": {"dropped": r.namespaces_dropped, "kept": list(r.namespaces_kept)},
                     "failure": None
                     if r.failure is None
                     else {
@@ -192,11 +277,16 @@ class Report:
                     "error": r.error,
                 }
             )
-        return {"format": "ratchet-report/1", "ok": self.ok, "exit_code": self.exit_code, "results": results}
+        return {
+            "format": "ratchet-report/1",
+            "ok": self.ok,
+            "exit_code": self.exit_code,
+            "interrupted": self.interrupted_signal,
+            "results": results,
+        }
 
     def write_json(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(json.dumps(self.to_json(), indent=2) + "\n", encoding="utf-8")
+        _write_atomically(path, json.dumps(self.to_json(), indent=2) + "\n")
 
     def to_junit(self) -> str:
         """One testsuite, one testcase per (backend, suite); a failure element names the rule."""
@@ -205,7 +295,8 @@ class Report:
             name="ratchet-conformance",
             tests=str(len(self.results)),
             failures=str(sum(r.verdict in (Verdict.VIOLATION, Verdict.COVERAGE) for r in self.results)),
-            errors=str(sum(r.verdict is Verdict.ERROR for r in self.results)),
+            errors=str(sum(r.verdict in (Verdict.ERROR, Verdict.INTERRUPTED) for r in self.results)),
+            skipped=str(sum(r.verdict is Verdict.NOT_RUN for r in self.results)),
             time=f"{sum(r.elapsed_s for r in self.results):.3f}",
         )
         for r in self.results:
@@ -224,7 +315,7 @@ class Report:
                 body += ["", "shrunk program:"]
                 body += [f"  {i + 1:2d}. {s.render()}" for i, s in enumerate(r.failure.program)]
                 if r.failure.failure_file is not None:
-                    body += ["", f"replay: conformance replay {r.failure.failure_file}"]
+                    body += ["", f"replay: {r.failure.replay_command}"]
                 failure = ElementTree.SubElement(
                     case,
                     "failure",
@@ -242,9 +333,57 @@ class Report:
                 failure.text = "\n".join(f"{g.target}: {g.description}" for g in r.coverage_gaps)
             elif r.verdict is Verdict.ERROR:
                 ElementTree.SubElement(case, "error", message=r.error or "error").text = r.error
+            elif r.verdict is Verdict.INTERRUPTED:
+                # No verdict was reached: an error, never a pass; a violation already found is kept.
+                by = self.interrupted_signal or "a signal"
+                why = f"interrupted by {by} after {r.stats.examples} examples"
+                if r.failure is not None:
+                    why += f"; {r.failure.rule_id} was found before: {r.failure.message}"
+                    if r.failure.failure_file is not None:
+                        why += f" ({r.failure.replay_command})"
+                ElementTree.SubElement(case, "error", type="interrupted", message=why).text = why
+            elif r.verdict is Verdict.NOT_RUN:
+                ElementTree.SubElement(
+                    case,
+                    "skipped",
+                    message=f"not run: interrupted by {self.interrupted_signal or 'a signal'}",
+                )
         ElementTree.indent(suite)
         return ElementTree.tostring(suite, encoding="unicode", xml_declaration=True) + "\n"
 
     def write_junit(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        path.write_text(self.to_junit(), encoding="utf-8")
+        _write_atomically(path, self.to_junit())
+
+
+TABLE_WIDTH = 100
+BACKEND_WIDTH = 15  # a longer --name is clipped in the table (the JSON keeps it whole)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "~"
+
+
+def _wrapped(prefix: str, items: Sequence[str]) -> list[str]:
+    """``prefix`` then ``items`` joined by ", ", folded to ``TABLE_WIDTH`` under the first item."""
+    lines: list[str] = []
+    current = prefix
+    for i, item in enumerate(items):
+        piece = item + ("," if i < len(items) - 1 else "")
+        if current.strip() and len(current) + 1 + len(piece) > TABLE_WIDTH and current != prefix:
+            lines.append(current.rstrip())
+            current = " " * len(prefix)
+        current += ("" if current.endswith(" ") or current == prefix else " ") + piece
+    lines.append(current.rstrip())
+    return lines
+
+
+def _write_atomically(path: Path, text: str) -> None:
+    """Write beside ``path``, then rename: a process ended mid-write (a forced stop after a signal)
+    leaves the previous file or the new one, never half of one."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    temporary = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    try:
+        temporary.write_text(text, encoding="utf-8")
+        os.replace(temporary, path)
+    finally:
+        temporary.unlink(missing_ok=True)

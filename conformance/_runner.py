@@ -20,13 +20,17 @@ import attrs
 import hypothesis
 from hypothesis.stateful import run_state_machine_as_test
 
+from conformance import _signals
 from conformance._failures import FailureFile
-from conformance._faults import ALL_FAULTS, FaultFilter
-from conformance._machine import RunContext
+from conformance._faults import ALL_FAULTS, FaultFilter, fault_targets
+from conformance._journal import Journal
+from conformance._machine import BudgetSpent, RunContext
 from conformance._minimize import minimize
+from conformance._outage import BackendLost, outage_reason
 from conformance._progress import Progress
 from conformance._report import FailureSummary, Report, SuiteResult, Verdict
 from conformance._settings import hypothesis_settings
+from conformance._signals import RunInterrupted
 from conformance._suites import FAMILIES, BackendUnderTest, Suite, suite_named
 from conformance._violations import CoverageGap, HarnessEnvironmentError, Violation
 
@@ -45,6 +49,14 @@ class RunOptions:
     database_dir: Path | None = DEFAULT_DATABASE_DIR
     coverage_gate: bool = True
     minimize: bool = True  # after Hypothesis, drop every step the violation does not need
+    #: Seconds for the whole matrix (``--time-budget``); ``run_matrix`` gives each suite an equal
+    #: share of what is left, and a suite stops generating when its share is spent.
+    time_budget_s: float | None = None
+
+
+def shrink_grace_s(share_s: float) -> float:
+    """How long a failure found before the budget ran out may still shrink after it."""
+    return min(60.0, max(5.0, share_s / 4))
 
 
 def run_conformance(
@@ -62,6 +74,7 @@ def run_conformance(
     database_dir: Path | str | None = DEFAULT_DATABASE_DIR,
     coverage_gate: bool = True,
     progress: bool | Progress = False,
+    service: str | None = None,
 ) -> Report:
     """Run suites on one third-party backend; no pytest needed. Never raises for a verdict.
 
@@ -73,13 +86,15 @@ def run_conformance(
     ``"module:function"`` path. ``faults`` restricts what is injected (kind or fault-point names,
     ``-name`` to drop one). Inspect ``Report.ok`` / ``Report.exit_code`` / ``Report.details()``;
     an unknown suite or an outbox for the saga suite raises ``ValueError`` (a bad factory path is
-    an ``ERROR`` verdict).
+    an ``ERROR`` verdict). ``service`` names the real service (``redis``, ``cassandra``,
+    ``postgres``, ``mariadb``) a factory that takes an ``endpoint`` keyword is opened on, through
+    a fault proxy: the wire faults then apply (docs/backend-authors.md).
     """
     pairs = []
     for name in suites:
         suite = suite_named(name)
         family = FAMILIES[suite.family]
-        pairs.append((family.custom_backend(backend, store_factory, outbox_factory), suite))
+        pairs.append((family.custom_backend(backend, store_factory, outbox_factory, service), suite))
     options = RunOptions(
         profile=profile,
         examples=examples,
@@ -95,57 +110,88 @@ def run_conformance(
 
 
 def run_matrix(
-    pairs: Sequence[tuple[BackendUnderTest, Suite]], options: RunOptions, progress: Progress | None = None
+    pairs: Sequence[tuple[BackendUnderTest, Suite]],
+    options: RunOptions,
+    progress: Progress | None = None,
+    journal: Journal | None = None,
 ) -> Report:
-    results = []
-    for backend, suite in pairs:
-        if progress is not None:
-            progress.line(f"running {suite.name} on {backend.name} ({options.profile})")
-        result = run_suite(suite, backend, options, progress)
+    """Run each pair in turn. Under a ``SignalGuard`` a signal stops the run at the next step
+    boundary: the running suite is ``interrupted``, the rest ``not-run`` (``Report.interrupted_by``)."""
+    journal = journal if journal is not None else Journal.of([(b.name, s.name) for b, s in pairs])
+    budget_end = None if options.time_budget_s is None else time.monotonic() + options.time_budget_s
+    for index, (backend, suite) in enumerate(pairs):
+        if _signals.pending() is not None:
+            break
         if progress is not None:
             progress.line(
-                f"  {backend.name}/{suite.name}: {result.headline()} — {result.stats.examples} examples, "
-                f"{result.stats.steps} steps, {result.elapsed_s:.1f}s"
+                f"running {suite.name} on {backend.name} ({options.profile}) [{index + 1}/{len(pairs)}]"
             )
-        results.append(result)
-    return Report(tuple(results))
+        suite_options = options
+        if budget_end is not None:
+            # An equal share of what is left, so a slow first suite cannot starve the last one.
+            share = max(0.0, budget_end - time.monotonic()) / (len(pairs) - index)
+            suite_options = attrs.evolve(options, time_budget_s=share)
+        result = run_suite(suite, backend, suite_options, progress, journal)
+        if progress is not None:
+            budget = ", time budget spent" if result.budget_spent else ""
+            progress.line(
+                f"  {backend.name}/{suite.name}: {result.headline()} — {result.stats.examples} examples, "
+                f"{result.stats.steps} steps, {result.elapsed_s:.1f}s{budget}"
+            )
+        journal.finish(result)
+    return journal.report(_signals.pending())
 
 
 def run_suite(
-    suite: Suite, backend: BackendUnderTest, options: RunOptions, progress: Progress | None = None
+    suite: Suite,
+    backend: BackendUnderTest,
+    options: RunOptions,
+    progress: Progress | None = None,
+    journal: Journal | None = None,
 ) -> SuiteResult:
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
     started = time.perf_counter()
     try:
         target = suite.make_target(backend)
+        examples = options.examples if options.examples is not None else suite.examples.get(options.profile)
         settings = hypothesis_settings(
-            options.profile, examples=options.examples, steps=options.steps, database_dir=options.database_dir
+            options.profile, examples=examples, steps=options.steps, database_dir=options.database_dir
         )
     except ValueError as exc:
         context = RunContext(suite.name, backend.name, None)
         return SuiteResult(backend.name, suite.name, Verdict.ERROR, context.stats, 0.0, seed, error=str(exc))
-    context = RunContext(suite.name, backend.name, target, options.faults, progress=progress)
+    context = RunContext(
+        suite.name, backend.name, target, options.faults, progress=progress, profile=options.profile
+    )
+    context.target_examples = settings.max_examples
+    if options.time_budget_s is not None:
+        context.deadline = time.monotonic() + options.time_budget_s
+        context.hard_deadline = context.deadline + shrink_grace_s(options.time_budget_s)
     machine = hypothesis.seed(seed)(context.machine_class(suite.machine()))
 
     def result(verdict: Verdict, **kwargs: Any) -> SuiteResult:
+        if _signals.pending() is None:  # after a signal: exit first, `conformance clean` later
+            # Drop the earlier failing examples' namespaces; keep the counterexample's (_cleanup).
+            context.cleanup.settle(keep_last=verdict is Verdict.VIOLATION)
         return SuiteResult(
-            backend.name, suite.name, verdict, context.stats, time.perf_counter() - started, seed, **kwargs
+            backend.name,
+            suite.name,
+            verdict,
+            context.stats,
+            time.perf_counter() - started,
+            seed,
+            budget_spent=context.budget_spent,
+            target_examples=context.target_examples,
+            namespaces_dropped=context.cleanup.dropped,
+            namespaces_kept=context.cleanup.kept,
+            **kwargs,
         )
 
-    try:
-        run_state_machine_as_test(machine, settings=settings)
-    except HarnessEnvironmentError as exc:
-        return result(Verdict.ERROR, error=str(exc))
-    except KeyboardInterrupt:
-        raise
-    except BaseException as exc:
+    def failure_file(exc: BaseException | None) -> FailureFile | None:
         recorded = context.last_failure
-        violation = _violation_in(exc)
-        if recorded is None or violation is None:
-            lines = traceback.format_exception(exc)
-            return result(Verdict.ERROR, error=f"the harness failed: {exc!r}\n{''.join(lines[-12:])}")
-        flaky = not isinstance(exc, Violation)
-        failure = FailureFile(
+        if recorded is None:
+            return None
+        return FailureFile(
             suite=suite.name,
             backend=backend.name,
             factories=backend.factory_paths(),
@@ -158,20 +204,93 @@ def run_suite(
             context=recorded.violation.context,
             program=tuple(recorded.program),
             trace=tuple(recorded.trace),
-            reproduce_blob=_reproduce_blob(exc),
+            reproduce_blob=_reproduce_blob(exc) if exc is not None else None,
+            service=backend.service,
         )
+
+    def summary(failure: FailureFile, flaky: bool) -> FailureSummary:
+        path = None
+        tag = _factory_tag(backend)
+        if options.failure_dir is not None:
+            path = failure.write(options.failure_dir, factory=tag)
+        where = failure.context.get("at")
+        trust = ",".join(sorted(_untrusted_modules(backend))) or None
+        return FailureSummary(
+            failure.rule_id,
+            failure.message,
+            failure.program,
+            path,
+            flaky,
+            str(where) if where else None,
+            trust,
+        )
+
+    def interrupted() -> SuiteResult:
+        # No verdict; a violation found before the signal keeps its (unminimized) failure file.
+        found = failure_file(None)
+        return result(Verdict.INTERRUPTED, failure=None if found is None else summary(found, False))
+
+    if journal is not None:
+        journal.running = interrupted
+    try:
+        _signals.check()
+        try:
+            run_state_machine_as_test(machine, settings=settings)
+        except BudgetSpent:
+            # Generation stopped on time. A failure found before is a verdict all the same (its
+            # program may be less shrunk); otherwise the suite is judged on the examples that ran.
+            found = failure_file(None)
+            if found is not None:
+                return result(Verdict.VIOLATION, failure=summary(found, False))
+    except RunInterrupted:
+        return interrupted()
+    except HarnessEnvironmentError as exc:
+        if _signals.pending() is not None:
+            return interrupted()
+        return result(Verdict.ERROR, error=str(exc))
+    except BackendLost as exc:
+        return result(Verdict.ERROR, error=str(exc))
+    except KeyboardInterrupt:
+        raise
+    except BaseException as exc:
+        if _signals.pending() is not None:
+            return interrupted()  # whatever Hypothesis made of the interrupted example is no verdict
+        # An outage is not a verdict: a server that went away explains whatever failed.
+        outage = context.environment_error or outage_reason(backend.service)
+        if outage is not None:
+            return result(Verdict.ERROR, error=outage)
+        violation = _violation_in(exc)
+        environment = _environment_error_in(exc)
+        if violation is None and environment is not None:
+            # A flaky outage or factory failure, wrapped by Hypothesis: still no verdict.
+            return result(Verdict.ERROR, error=str(environment))
+        failure = failure_file(exc)
+        if failure is None or violation is None:
+            lines = traceback.format_exception(exc)
+            return result(Verdict.ERROR, error=f"the harness failed: {exc!r}\n{''.join(lines[-12:])}")
+        flaky = not isinstance(exc, Violation)
         if options.minimize:
             # If the backend goes away while replaying, Hypothesis's program stands.
-            with contextlib.suppress(HarnessEnvironmentError):
-                failure = minimize(failure)
-        path = failure.write(options.failure_dir) if options.failure_dir is not None else None
-        where = failure.context.get("at")
-        summary = FailureSummary(
-            failure.rule_id, failure.message, failure.program, path, flaky, str(where) if where else None
-        )
-        return result(Verdict.VIOLATION, failure=summary)
+            try:
+                with contextlib.suppress(HarnessEnvironmentError):
+                    failure = minimize(failure)
+            except RunInterrupted:
+                return interrupted()
+        return result(Verdict.VIOLATION, failure=summary(failure, flaky))
+    if _signals.pending() is not None:
+        return interrupted()
 
-    targets = suite.coverage_targets(context.stats)
+    targets = dict(suite.coverage_targets(context.stats))
+    # fault:<kind> for every kind of the suite the backend can suffer; the others are said, not demanded
+    kind_targets, not_applicable = fault_targets(suite.fault_kinds, context.stats.details)
+    targets.update(kind_targets)
+    if not_applicable:
+        by_reason: dict[str, list[str]] = {}
+        for name, why in sorted(not_applicable.items()):
+            by_reason.setdefault(why, []).append(name)
+        context.stats.details["not-applicable"] = "; ".join(
+            f"{', '.join(names)}: {why}" for why, names in by_reason.items()
+        )
     gaps = tuple(
         CoverageGap(target, why)
         for target, why in sorted(targets.items())
@@ -191,6 +310,35 @@ def _violation_in(exc: BaseException) -> Violation | None:
             if found is not None:
                 return found
     return None
+
+
+def _environment_error_in(exc: BaseException) -> HarnessEnvironmentError | None:
+    if isinstance(exc, HarnessEnvironmentError):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):
+        for inner in exc.exceptions:
+            found = _environment_error_in(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def _factory_tag(backend: BackendUnderTest) -> str | None:
+    """The primary factory's path for a backend that is not a registered one (failure-file names)."""
+    if backend.is_registered():
+        return None
+    role = FAMILIES[backend.family].primary_role
+    return backend.factory_paths().get(role)
+
+
+def _untrusted_modules(backend: BackendUnderTest) -> set[str]:
+    """The modules ``conformance replay`` of this backend's failure file must be told to trust."""
+    registered = FAMILIES[backend.family].registered_paths()
+    return {
+        path.partition(":")[0]
+        for role, path in backend.factory_paths().items()
+        if path not in registered.get(role, frozenset()) and not path.startswith("<")
+    }
 
 
 def _reproduce_blob(exc: BaseException) -> str | None:

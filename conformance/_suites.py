@@ -17,10 +17,11 @@ import attrs
 
 from conformance._faults import FaultKind
 from conformance._machine import ConformanceMachine, SuiteStats
+from conformance._opened import named_factory
 from conformance.backends import load_object
 
 # Modules that register suites when imported. A family that is not installed is skipped.
-SUITE_MODULES = ("conformance.commit.suites", "conformance.saga.suites")
+SUITE_MODULES = ("conformance.commit.suites", "conformance.saga.suites", "conformance.crash.suites")
 
 
 @attrs.frozen
@@ -30,25 +31,36 @@ class BackendUnderTest:
     ``factories`` maps a role ("store", "outbox", ...) to a ``module:function`` path or to the
     callable itself (a callable given from Python; failure files then record its path if it has an
     importable one). ``service`` names the server it needs (conformance/services.py), if any.
+    The optional role ``control`` is a ``conformance.crash.ServiceControl`` factory: only a backend
+    with one gets the ``server-crash`` fault. ``in_process``: its state lives in the objects its
+    factory returns, so ``reopen`` and ``two-clients`` do not apply (the memory store).
     """
 
     name: str
     family: str
     factories: Mapping[str, str | Callable[..., Any]]
     service: str | None = None
+    in_process: bool = False
 
     def factory(self, role: str) -> Callable[..., Any]:
-        """Raises ``ValueError`` for a bad path (a usage error)."""
+        """Raises ``ValueError`` for a bad path (a usage error). The callable returned raises
+        ``BackendFactoryError`` when the factory itself fails (``_opened.named_factory``)."""
         value = self.factories[role]
         if isinstance(value, str):
             loaded = load_object(value)
             if not callable(loaded):
                 raise ValueError(f"{value} is not callable")
-            return loaded
-        return value
+            value = loaded
+        return named_factory(value, f"backend {self.name}: the {role} factory {factory_path(value)}")
 
     def factory_paths(self) -> dict[str, str]:
         return {role: factory_path(value) for role, value in self.factories.items()}
+
+    def is_registered(self) -> bool:
+        """Whether this is a named backend of its family, with the registry's own factories."""
+        family = FAMILIES.get(self.family)
+        named = family.backends().get(self.name) if family is not None else None
+        return named is not None and named.factory_paths() == self.factory_paths()
 
 
 def factory_path(value: str | Callable[..., Any]) -> str:
@@ -85,6 +97,8 @@ class Suite:
     machine: Callable[[], type[ConformanceMachine]]
     make_target: Callable[[BackendUnderTest], Any]
     coverage_targets: Callable[[SuiteStats], Mapping[str, str]]  # target -> why it matters
+    # Examples per profile when the run does not say (a suite that restarts servers runs fewer).
+    examples: Mapping[str, int] = attrs.field(factory=dict)
 
 
 @attrs.frozen
@@ -118,11 +132,26 @@ class Family:
             given["outbox"] = outbox
         return given
 
+    def registered_paths(self) -> dict[str, frozenset[str]]:
+        """Role -> every factory path a named backend of this family uses for it (trusted by replay)."""
+        paths: dict[str, set[str]] = {}
+        for backend in self.backends().values():
+            for role, path in backend.factory_paths().items():
+                paths.setdefault(role, set()).add(path)
+        return {role: frozenset(found) for role, found in paths.items()}
+
     def custom_backend(
-        self, name: str, primary: str | Callable[..., Any], outbox: str | Callable[..., Any] | None = None
+        self,
+        name: str,
+        primary: str | Callable[..., Any],
+        outbox: str | Callable[..., Any] | None = None,
+        service: str | None = None,
     ) -> BackendUnderTest:
-        """A third-party backend of this family: its primary factory, optional roles defaulted."""
-        return BackendUnderTest(name, self.name, {**self.custom_defaults, **self.overrides(primary, outbox)})
+        """A third-party backend of this family: its primary factory, optional roles defaulted;
+        ``service`` the real service its factories reach (through a fault proxy, when they take an
+        ``endpoint``)."""
+        factories = {**self.custom_defaults, **self.overrides(primary, outbox)}
+        return BackendUnderTest(name, self.name, factories, service)
 
 
 SUITES: dict[str, Suite] = {}

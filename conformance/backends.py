@@ -22,6 +22,8 @@ class BackendSpec:
     outbox_factory: str  # "module:function" returning an Outbox for (namespace)
     service: str | None  # the real service it needs (conformance/services.py), None if embedded
     description: str
+    control: str | None = None  # "module:function" returning a conformance.crash.ServiceControl
+    in_process: bool = False  # its state lives in the store object: reopen does not apply
 
 
 COMMIT_BACKENDS: dict[str, BackendSpec] = {
@@ -33,6 +35,7 @@ COMMIT_BACKENDS: dict[str, BackendSpec] = {
             "impls.memory:open_outbox",
             None,
             "asyncio in-memory store, atomic Recorded+publication->Committed",
+            in_process=True,
         ),
         BackendSpec(
             "fakeredis",
@@ -47,6 +50,7 @@ COMMIT_BACKENDS: dict[str, BackendSpec] = {
             "impls.redis:open_redis_outbox",
             "redis",
             "the Redis store on a real Redis 7 server",
+            control="conformance.crash:redis_control",
         ),
         BackendSpec(
             "cql",
@@ -54,6 +58,7 @@ COMMIT_BACKENDS: dict[str, BackendSpec] = {
             "impls.cql:open_cql_outbox",
             "cassandra",
             "Cassandra/ScyllaDB with lightweight transactions, default two-step commit",
+            control="conformance.crash:cassandra_control",
         ),
     )
 }
@@ -64,9 +69,17 @@ EMBEDDED_COMMIT_BACKENDS = ("memory", "fakeredis")
 @attrs.frozen
 class SagaBackendSpec:
     name: str
-    factory: str  # "module:function" returning an impls.saga.SagaBackend for (namespace)
+    #: "module:function": for role ``backend`` an ``impls.saga.SagaBackend`` for (namespace), which
+    #: Ratchet's runtime runs over; for role ``runtime`` a whole runtime under test
+    #: (``conformance.saga._port.SagaRuntime``) for (namespace, fates, stats).
+    factory: str
     service: str | None
     description: str
+    role: str = "backend"
+    #: Built before it can run (not part of ``make conformance``): what builds it.
+    build: str | None = None
+    control: str | None = None  # "module:function" returning a conformance.crash.ServiceControl
+    in_process: bool = False  # its state lives in the backend object: reopen does not apply
 
 
 SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
@@ -77,29 +90,62 @@ SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
             "impls.saga.memory:open_memory_saga_backend",
             None,
             "dict tables, copy-on-begin transactions",
+            in_process=True,  # close() drops the namespace's tables: a reopen finds none
         ),
         SagaBackendSpec(
             "sqlite",
             "impls.sql:open_sqlite_saga_backend",
             None,
             "the shared SQL saga backend on SQLite (BEGIN IMMEDIATE, in-memory database per namespace)",
+            in_process=True,
         ),
         SagaBackendSpec(
             "postgres",
             "impls.sql:open_postgres_saga_backend",
             "postgres",
             "the shared SQL saga backend on PostgreSQL (psycopg 3, SERIALIZABLE + FOR UPDATE, shared tables)",
+            control="conformance.crash:postgres_control",
         ),
         SagaBackendSpec(
             "mysql",
             "impls.sql:open_mysql_saga_backend",
             "mariadb",
             "the shared SQL saga backend on MariaDB/MySQL (PyMySQL, InnoDB SERIALIZABLE + FOR UPDATE)",
+            control="conformance.crash:mariadb_control",
+        ),
+        SagaBackendSpec(
+            "nasaga-pg",
+            "conformance.saga._nasaga:open_nasaga_pg",
+            "postgres",
+            "the real nasaga runtime (nasaga-runtime-pgsql 2.0.2) in its host (hosts/nasaga)",
+            role="runtime",
+            build="make nasaga-host",
+        ),
+        SagaBackendSpec(
+            "nasaga-mysql",
+            "conformance.saga._nasaga:open_nasaga_mysql",
+            "mariadb",
+            "the real nasaga runtime (nasaga-runtime 2.0.2, MySQL) in its host, on the project's MariaDB",
+            role="runtime",
+            build="make nasaga-host",
         ),
     )
 }
 
 EMBEDDED_SAGA_BACKENDS = ("memory", "sqlite")
+
+
+#: The extra (pyproject.toml) that brings each driver a backend imports.
+DRIVER_EXTRAS = {
+    "redis": "redis",
+    "fakeredis": "redis",
+    "lupa": "redis",
+    "cassandra": "cql",
+    "psycopg": "sql",
+    "pymysql": "sql",
+    "pytest": "pytest",
+    "crosshair": "crosshair",
+}
 
 
 def load_object(path: str) -> object:
@@ -110,7 +156,9 @@ def load_object(path: str) -> object:
     try:
         module = importlib.import_module(module_name)
     except ImportError as exc:
-        raise ValueError(f"cannot import {module_name!r}: {exc}") from exc
+        extra = DRIVER_EXTRAS.get((exc.name or "").partition(".")[0])
+        hint = f" (install it with: pip install 'ratchet-conformance[{extra}]')" if extra else ""
+        raise ValueError(f"cannot import {module_name!r}: {exc}{hint}") from exc
     try:
         return cast(object, getattr(module, attribute))
     except AttributeError:

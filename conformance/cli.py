@@ -2,7 +2,12 @@
 
 Exit codes: 0 pass; 1 a contract violation or a coverage gap (``replay``: the violation still
 reproduces); 2 a usage or environment error, printed as one line (unreachable server, bad factory
-path, unreadable failure file).
+path, unreadable failure file); 130 / 143 interrupted by SIGINT / SIGTERM (the reports of what had
+finished are still written; ``conformance._signals``).
+
+``main`` installs the signal handlers before it imports the harness (Hypothesis and the suites
+take a few hundred milliseconds to import), so a Ctrl-C at any moment is an interrupt, never a
+traceback; that is why the heavy imports below are inside the functions that need them.
 
 Subcommands live in ``SUBCOMMANDS``; another module adds one with ``register_subcommand`` (the bench
 issue adds ``bench`` this way) and is imported from ``SUBCOMMAND_MODULES`` when present.
@@ -11,20 +16,40 @@ issue adds ``bench`` this way) and is imported from ``SUBCOMMAND_MODULES`` when 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import importlib
 import logging
 import os
+import signal
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import attrs
 
-from conformance._faults import FAULT_KINDS, FAULT_POINTS, FaultFilter
-from conformance._suites import FAMILIES, BackendUnderTest, Suite, load_suites, suite_named
+from conformance import _signals
+from conformance._usage import (
+    OneLineParser,
+    age_s,
+    check_writable_dir,
+    check_writable_file,
+    duration_s,
+    join_dash_values,
+    positive_int,
+)
+from conformance._usage import UsageError as UsageError  # re-exported: subcommands raise it
 from conformance._violations import HarnessEnvironmentError
+from impls.endpoints import SERVICE_NAMES
+
+if TYPE_CHECKING:
+    from conformance._report import Report
+    from conformance._suites import BackendUnderTest, Suite
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
+DEFAULT_DATABASE = Path(".ratchet/examples")
+# Flags whose values may start with "-" (a fault filter that drops one: --faults -crash).
+DASH_VALUE_FLAGS = ("--faults",)
 
 # Modules that add subcommands when imported; absent ones are skipped.
 SUBCOMMAND_MODULES = ("conformance.bench",)
@@ -44,10 +69,6 @@ SUBCOMMANDS: dict[str, Subcommand] = {}
 def register_subcommand(command: Subcommand) -> Subcommand:
     SUBCOMMANDS[command.name] = command
     return command
-
-
-class UsageError(Exception):
-    """A bad command line or environment: printed as one line, exit code 2."""
 
 
 def _csv(value: str) -> list[str]:
@@ -74,12 +95,26 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
         "--name", default=None, help="the backend's name in reports for --store (default: custom)"
     )
     parser.add_argument(
+        "--service",
+        default=None,
+        choices=SERVICE_NAMES,
+        help="the real service --store's factories reach; with an `endpoint` keyword they are opened "
+        "through a fault proxy and the wire faults apply",
+    )
+    parser.add_argument(
         "--suite", type=_csv, default=None, help="suites, comma-separated (default: store,commit)"
     )
-    parser.add_argument("--profile", default="ci", help="ci (default) or deep")
-    parser.add_argument("--examples", type=int, default=None, help="examples per backend and suite")
-    parser.add_argument("--steps", type=int, default=None, help="steps per example, at most")
+    parser.add_argument("--profile", default="ci", choices=("ci", "deep"), help="ci (default) or deep")
+    parser.add_argument("--examples", type=positive_int, default=None, help="examples per backend and suite")
+    parser.add_argument("--steps", type=positive_int, default=None, help="steps per example, at most")
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: random, reported)")
+    parser.add_argument(
+        "--time-budget",
+        type=duration_s,
+        default=None,
+        metavar="DURATION",
+        help="stop generating when spent (90s, 10m, 1h; shared by the suites), shrink what was found, report",
+    )
     parser.add_argument(
         "--faults", type=_csv, default=None, help="only these fault kinds/points; -name drops one"
     )
@@ -94,8 +129,8 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--database",
         type=Path,
-        default=Path(".ratchet/examples"),
-        help="Hypothesis example database directory",
+        default=None,
+        help="Hypothesis example database directory (default: .ratchet/examples)",
     )
     parser.add_argument("--no-database", action="store_true", help="run without the example database")
     parser.add_argument(
@@ -104,7 +139,34 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--quiet", action="store_true", help="no live progress")
 
 
+def _refuse_inapplicable(args: argparse.Namespace) -> None:
+    """Flags that would be silently ignored are refused: the user meant something by them."""
+    if args.store is None:
+        for flag, value in (("--outbox", args.outbox), ("--name", args.name)):
+            if value is not None:
+                raise UsageError(f"{flag} applies to --store only (named backends have their own)")
+    if args.no_database and args.database is not None:
+        raise UsageError("--no-database and --database contradict each other; give one")
+
+
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Every place the run will write, tried before the first example."""
+    check_writable_dir(args.failures, "--failures")
+    if not args.no_database:
+        check_writable_dir(args.database or DEFAULT_DATABASE, "--database")
+    if args.report is not None:
+        check_writable_file(args.report, "--report")
+    if args.junit is not None:
+        check_writable_file(args.junit, "--junit")
+    if args.metrics is not None:
+        check_writable_file(args.metrics, "--metrics")
+    if args.report is not None and args.junit is not None and args.report.resolve() == args.junit.resolve():
+        raise UsageError("--report and --junit name the same file")
+
+
 def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
+    from conformance._suites import FAMILIES, load_suites, suite_named
+
     load_suites()
     suite_names = args.suite or ["store", "commit"]
     if "all" in suite_names:
@@ -118,7 +180,7 @@ def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
         for suite in suites:
             try:
                 family = FAMILIES[suite.family]
-                custom = family.custom_backend(args.name or "custom", args.store, args.outbox)
+                custom = family.custom_backend(args.name or "custom", args.store, args.outbox, args.service)
             except ValueError as exc:
                 raise UsageError(f"--outbox with suite {suite.name}: {exc}") from None
             pairs.append((custom, suite))
@@ -142,15 +204,19 @@ def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from conformance._faults import FaultFilter
+    from conformance._journal import Journal
     from conformance._metrics import latency_summary, write_openmetrics
     from conformance._progress import Progress
     from conformance._runner import RunOptions, probe_service, run_matrix
 
+    _refuse_inapplicable(args)
     pairs = _pairs(args)
     try:
         faults = FaultFilter.parse(args.faults)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    _check_outputs(args)
     for backend in {b.name: b for b, _ in pairs}.values():
         if backend.service is not None:
             try:
@@ -171,26 +237,38 @@ def _run(args: argparse.Namespace) -> int:
         seed=args.seed,
         faults=faults,
         failure_dir=args.failures,
-        database_dir=None if args.no_database else args.database,
+        database_dir=None if args.no_database else (args.database or DEFAULT_DATABASE),
         coverage_gate=not args.no_coverage_gate,
+        time_budget_s=args.time_budget,
     )
-    if args.profile not in ("ci", "deep"):
-        raise UsageError(f"unknown profile {args.profile!r}; known: ci, deep")
-    report = run_matrix(pairs, options, None if args.quiet else Progress())
-    print(report.summary_table())
-    latency = latency_summary(report)  # p50/p99 per backend method (conformance/_metrics.py)
-    if latency:
-        print(latency)
-    details = report.details()
-    if details:
-        print()
-        print(details)
-    if args.junit is not None:
-        report.write_junit(args.junit)
-    if args.report is not None:
-        report.write_json(args.report)
-    if args.metrics is not None:
-        write_openmetrics(report, args.metrics)
+    journal = Journal.of([(b.name, s.name) for b, s in pairs])
+    guard = _GUARD
+
+    def write_reports(report: Report) -> None:
+        if args.junit is not None:
+            report.write_junit(args.junit)
+        if args.report is not None:
+            report.write_json(args.report)
+        if args.metrics is not None:
+            write_openmetrics(report, args.metrics)
+
+    if guard is not None:
+        # A step that does not return in time: write what the journal knows, then the guard exits.
+        guard.on_deadline = lambda signum: write_reports(journal.report(signum))
+    report = run_matrix(pairs, options, None if args.quiet else Progress(), journal)
+    with guard.reporting() if guard is not None else contextlib.nullcontext():
+        print(report.summary_table())
+        latency = latency_summary(report)  # p50/p99 per backend method (conformance/_metrics.py)
+        if latency:
+            print(latency)
+        details = report.details()
+        if details:
+            print()
+            print(details)
+        write_reports(report)
+    for result in report.results:
+        if result.error:  # an environment problem: also one line on stderr, as a usage error is
+            print(f"conformance: error: {result.error.splitlines()[0]}", file=sys.stderr)
     return report.exit_code
 
 
@@ -206,14 +284,24 @@ def _configure_replay(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--outbox", metavar="MODULE:FACTORY", help="and this outbox factory")
     parser.add_argument(
+        "--trust",
+        metavar="MODULE[:FACTORY]",
+        type=_csv,
+        action="extend",
+        default=[],
+        help="import the file's factories from this module (replay imports only registered backends "
+        "and --store/--outbox otherwise: a failure file must not run code without your say-so)",
+    )
+    parser.add_argument(
         "-v", "--verbose", action="store_true", help="print each step and the failing step's calls"
     )
 
 
 def _replay(args: argparse.Namespace) -> int:
     from conformance._failures import FailureFile
-    from conformance._replay import replay
+    from conformance._replay import replay, untrusted_factories
     from conformance._runner import probe_service
+    from conformance._suites import FAMILIES, suite_named
 
     try:
         failure = FailureFile.read(args.file)
@@ -224,6 +312,15 @@ def _replay(args: argparse.Namespace) -> int:
         overrides = {role: str(path) for role, path in family.overrides(args.store, args.outbox).items()}
     except ValueError as exc:
         raise UsageError(str(exc)) from None
+    if not failure.program:
+        raise UsageError(f"{args.file}: the program is empty, there is nothing to replay")
+    refused = untrusted_factories(failure, overrides, args.trust)
+    if refused:
+        modules = ",".join(sorted({r.partition("=")[2].partition(":")[0] for r in refused}))
+        raise UsageError(
+            f"{args.file} names factories that are not registered backends: {', '.join(refused)}; "
+            f"replay imports them only with --trust {modules} (or pass --store)"
+        )
     print(f"replaying {args.file}: {failure.suite} on {failure.backend}, {len(failure.program)} steps")
     print(f"recorded: {failure.rule_id}: {failure.message}")
     try:
@@ -236,6 +333,7 @@ def _replay(args: argparse.Namespace) -> int:
             failure,
             overrides=overrides,
             on_step=(lambda i, text: print(f"  {i:2d}. {text}")) if args.verbose else None,
+            keep_namespace=True,
         )
     except (ValueError, HarnessEnvironmentError) as exc:
         raise UsageError(str(exc)) from None
@@ -244,6 +342,8 @@ def _replay(args: argparse.Namespace) -> int:
         for line in result.trace:
             print(f"    {line}")
     print(result.describe())
+    if result.kept:
+        print(f"kept on the backend: namespace {', '.join(result.kept)} (remove with: conformance clean)")
     return result.exit_code
 
 
@@ -255,6 +355,9 @@ def _configure_faults(parser: argparse.ArgumentParser) -> None:
 
 
 def _faults(args: argparse.Namespace) -> int:
+    from conformance._faults import FAULT_KINDS, FAULT_POINTS
+    from conformance._suites import FAMILIES, load_suites
+
     load_suites()
     print("Fault points (a worker is killed there; `arm_crash(point=...)` in programs):")
     for point in sorted(FAULT_POINTS.values(), key=lambda p: (p.suite_family, p.name)):
@@ -275,12 +378,85 @@ def _faults(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# --- clean -------------------------------------------------------------------------------------
+
+
+def _configure_clean(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--backend",
+        type=_csv,
+        default=None,
+        help="named backends, comma-separated (default: every backend on a real server)",
+    )
+    parser.add_argument(
+        "--older-than",
+        type=age_s,
+        default=3600.0,
+        metavar="DURATION",
+        help="only namespaces at least this old (default 1h: a run in progress keeps its own)",
+    )
+    parser.add_argument(
+        "--legacy",
+        action="store_true",
+        help="also namespaces from before they carried their time (no age: make sure no old run is live)",
+    )
+
+
+def _clean(args: argparse.Namespace) -> int:
+    from conformance._cleanup import clean_backend
+    from conformance._runner import probe_service
+    from conformance._suites import FAMILIES, load_suites
+    from impls.api import InMemoryMembership
+
+    load_suites()
+    named = {(f.name, n): b for f in FAMILIES.values() for n, b in f.backends().items()}
+    wanted = args.backend or sorted({n for (_, n), b in named.items() if b.service is not None})
+    unknown = sorted(set(wanted) - {n for _, n in named})
+    if unknown:
+        raise UsageError(f"unknown backend {unknown[0]!r}; known: {', '.join(sorted({n for _, n in named}))}")
+    code = EXIT_OK
+    for (family, name), backend in sorted(named.items()):
+        if name not in wanted:
+            continue
+        if backend.service is not None:
+            try:
+                probe_service(backend.service)
+            except HarnessEnvironmentError as exc:
+                print(f"conformance: error: backend {name}: {exc}", file=sys.stderr)
+                code = EXIT_USAGE
+                continue
+        factories = []
+        for role in backend.factories:
+            # Every factory takes the namespace first; a store also takes a membership directory.
+            arguments = (lambda ns: (ns, InMemoryMembership())) if role == "store" else (lambda ns: (ns,))
+            factories.append((backend.factory(role), arguments))
+        try:
+            result = clean_backend(f"{name} ({family})", factories, args.older_than, legacy=args.legacy)
+        except Exception as exc:
+            print(
+                f"conformance: error: backend {name}: cleaning failed: {type(exc).__name__}: {exc}",
+                file=sys.stderr,
+            )
+            code = EXIT_USAGE
+            continue
+        print(
+            f"{result.backend}: {len(result.dropped)} namespaces removed, {result.skipped_young} younger "
+            f"than the cut-off kept, {len(result.failed)} could not be removed"
+        )
+        if result.failed:
+            code = EXIT_USAGE
+    return code
+
+
 register_subcommand(Subcommand("run", "run conformance suites against backends", _configure_run, _run))
 register_subcommand(
     Subcommand("replay", "re-run a failure file's program, without Hypothesis", _configure_replay, _replay)
 )
 register_subcommand(
     Subcommand("faults", "print the fault catalog and the suites", _configure_faults, _faults)
+)
+register_subcommand(
+    Subcommand("clean", "remove the namespaces runs left on the backends' servers", _configure_clean, _clean)
 )
 
 
@@ -291,7 +467,7 @@ def build_parser() -> argparse.ArgumentParser:
         except ModuleNotFoundError as exc:
             if exc.name is None or not module.startswith(exc.name):
                 raise
-    parser = argparse.ArgumentParser(
+    parser = OneLineParser(
         prog="conformance",
         description="Ratchet: a fault-injecting conformance harness for commit and saga backends.",
     )
@@ -303,7 +479,31 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+# The guard of the running ``main`` (None when the CLI is called from another thread).
+_GUARD: _signals.SignalGuard | None = None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
+    global _GUARD
+    # ``argv`` None: the console script, a process of its own (see SignalGuard.exit_after).
+    with _signals.SignalGuard(exit_after=argv is None) as guard:
+        _GUARD = guard
+        try:
+            code = _main(argv)
+        except KeyboardInterrupt:
+            # A signal seen by the guard (RunInterrupted) or a KeyboardInterrupt from elsewhere.
+            signum = _signals.pending() or signal.SIGINT
+            print(f"conformance: interrupted by {_signals.signal_name(signum)}", file=sys.stderr)
+            code = _signals.exit_code(signum)
+        finally:
+            _GUARD = None
+        late = _signals.pending()
+    if late is not None and code < 128:
+        code = _signals.exit_code(late)  # arrived after the verdict was printed: still a signal
+    return code
+
+
+def _main(argv: Sequence[str] | None) -> int:
     # MODULE:FACTORY names a module of the project being tested, as `python -m` would find it.
     if os.getcwd() not in sys.path and "" not in sys.path:
         sys.path.insert(0, os.getcwd())
@@ -311,17 +511,21 @@ def main(argv: Sequence[str] | None = None) -> int:
     # commit unfinished); the report says what matters, so only errors reach stderr.
     logging.basicConfig(level=logging.ERROR, format="%(name)s: %(message)s")
     parser = build_parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(join_dash_values(sys.argv[1:] if argv is None else argv, DASH_VALUE_FLAGS))
     if getattr(args, "handler", None) is None:
         parser.print_help()
         return EXIT_USAGE
     try:
         code: int = args.handler(args)
-    except UsageError as exc:
-        print(f"conformance: error: {exc}", file=sys.stderr)
+    except BrokenPipeError:
+        # `conformance run | head`: the reader left; say nothing more (Python's documented recipe).
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
         return EXIT_USAGE
-    except KeyboardInterrupt:
-        print("conformance: interrupted", file=sys.stderr)
+    except UsageError as exc:
+        if _signals.pending() is not None:
+            raise _signals.RunInterrupted(_signals.pending() or signal.SIGINT) from None
+        print(f"conformance: error: {exc}", file=sys.stderr)
         return EXIT_USAGE
     return code
 

@@ -127,6 +127,11 @@ def probe(name: str, timeout: float = 2.0) -> str | None:
     svc = service(name)
     try:
         _PROBES[svc.name](timeout)
+    except ModuleNotFoundError as exc:
+        from conformance.backends import DRIVER_EXTRAS
+
+        extra = DRIVER_EXTRAS.get((exc.name or "").partition(".")[0], "all")
+        return f"{name}: its driver is not installed ({exc}); pip install 'ratchet-conformance[{extra}]'"
     except Exception as exc:
         detail = " ".join(str(exc).split()) or "(no message)"
         if len(detail) > 300:

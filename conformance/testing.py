@@ -57,7 +57,10 @@ class StoreConformance:
             database_dir=DEFAULT_DATABASE_DIR,
         )
         if not report.ok:
-            pytest.fail(f"{report.summary_table()}\n\n{report.details()}", pytrace=False)
+            # The first line is what `pytest -r` shows: the rule and the message, not a table header.
+            pytest.fail(
+                f"{report.headline()}\n\n{report.summary_table()}\n\n{report.details()}", pytrace=False
+            )
 
     def test_store_suite(self, request: pytest.FixtureRequest) -> None:
         self._run_suite(request, "store")

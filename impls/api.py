@@ -108,6 +108,23 @@ class ListableOutbox(Protocol):
 
 
 @runtime_checkable
+class NamespaceOwner(Protocol):
+    """Optional: a ``MessageStore`` or ``Outbox`` that can remove its namespace, and list those present.
+
+    Isolation is by namespace, never by FLUSHDB or TRUNCATE (docs/backend-authors.md), so without
+    this every example would leave its keys and rows behind for good. ``drop_namespace`` removes
+    everything stored under this object's namespace — store and outbox data alike, whichever of the
+    two is asked — and is idempotent; ``close`` still follows. ``namespaces`` lists the namespaces
+    that hold data on this object's server or tables (``conformance clean`` drops the harness's
+    leftovers with it). Errors leave as ``MessageStoreError``.
+    """
+
+    async def drop_namespace(self) -> None: ...
+
+    async def namespaces(self) -> list[str]: ...
+
+
+@runtime_checkable
 class MembershipDirectory(Protocol):
     """Current conversation membership: sender admission and history authorization (C-PRE-05)."""
 

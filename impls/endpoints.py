@@ -126,3 +126,23 @@ def _redact(parts: SplitResult) -> str:
         return parts.geturl()
     netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
     return parts._replace(netloc=netloc).geturl()
+
+
+def address_of(name: str, value: str) -> tuple[str, int]:
+    """The (host, port) an endpoint of service ``name`` connects to (a URL/DSN, or CQL's host:port)."""
+    if name == "cassandra":
+        return split_host_port(value, CQL_DEFAULT_PORT)
+    parts = urlsplit(value)
+    defaults = {"redis": 6379, "postgres": 5432, "mariadb": MYSQL_DEFAULT_PORT}
+    return parts.hostname or "127.0.0.1", parts.port or defaults[service(name).name]
+
+
+def with_address(name: str, value: str, host: str, port: int) -> str:
+    """The endpoint ``value`` of service ``name`` pointed at ``host:port`` instead (e.g. a proxy);
+    user, password, database and options are kept."""
+    if name == "cassandra":
+        return f"{host}:{port}"
+    parts = urlsplit(value)
+    credentials = parts.netloc.rpartition("@")[0]
+    netloc = f"{credentials}@{host}:{port}" if credentials else f"{host}:{port}"
+    return parts._replace(netloc=netloc).geturl()

@@ -36,6 +36,7 @@ from hypothesis.stateful import Bundle, multiple, rule
 
 from conformance._faults import CRASH, INTERLEAVE, RECOVERY_SWEEP
 from conformance._machine import step
+from conformance._outage import bounded
 from conformance._scheduler import Gate, Scheduler, SchedulerHang, WorkerOutcome
 from conformance.commit import _vocabulary as v
 from conformance.commit._faults import OUTBOX_DOWN, OUTBOX_FAULTS
@@ -44,7 +45,7 @@ from conformance.commit._oracle import HaltExample, ObservedStore
 from conformance.commit._outbox import ObservedOutbox, OutboxOracle
 from conformance.commit._store_machine import CONVERSATIONS, KEYS, STORE_FAULTS, VARIANTS, CommitWorld
 from conformance.commit._target import CommitTarget
-from impls.api import ListableOutbox, Outbox
+from impls.api import ListableOutbox, MessageStore, Outbox
 from impls.commit import MessageCommitter
 from model.commit import (
     MAX_SCAN_ITEMS,
@@ -93,9 +94,12 @@ class CommitMachine(CommitWorld):
 
     # --- building workers ----------------------------------------------------------------------
 
-    def committer(self, gate: Gate | None = None, conversation: str = "c1") -> MessageCommitter:
+    def committer(
+        self, gate: Gate | None = None, conversation: str = "c1", real: MessageStore | None = None
+    ) -> MessageCommitter:
+        """A new committer; ``real``: another store object of the namespace (two-clients)."""
         assert self.outbox is not None
-        store = ObservedStore(self.oracle, gate, for_committer=True)
+        store = ObservedStore(self.oracle, gate, for_committer=True, real=real)
         self.step_stores.append(store)
         return MessageCommitter(
             store,
@@ -541,6 +545,6 @@ class CommitMachine(CommitWorld):
             if self.outbox is not None:
                 outbox, self.outbox = self.outbox, None
                 with contextlib.suppress(MessageStoreError):
-                    self.run(outbox.close())
+                    self.run(bounded("the outbox's close", outbox.close(), self.context))
         finally:
             super().close()

@@ -8,9 +8,12 @@ harness runs) goes: gate (the scheduler's turn) -> armed fault -> model -> real 
 
 * Calls are applied one at a time (the scheduler runs one worker between gates), so the model sees
   exactly the order the backend saw.
-* ``failed-before``: the model is not applied, the real store is not called, the caller gets
-  UNAVAILABLE. ``response-lost``: the model and the real store are both applied and compared, then
-  the caller gets UNAVAILABLE instead of the answer.
+* An armed fault kind acts through its own hooks (``conformance._faults.CallHooks``), called at
+  fixed places of every call: ``before`` (``failed-before`` raises there: the model is not applied,
+  the real store is not called, the caller gets UNAVAILABLE), ``after_backend`` (the wire kinds
+  disarm the backend's fault proxy there, before anything is read back) and ``after``
+  (``response-lost`` raises there: the model and the real store were both applied and compared,
+  then the caller gets UNAVAILABLE instead of the answer). The oracle knows no kind by name.
 * A real *uncertain* error the harness did not inject (UNAVAILABLE, OUTCOME_UNKNOWN) is settled at
   once by reading the key back: the durable state must be the model's state before the call or
   after it; anything else is a partial write. One exception, written in the contract (C-POST-06):
@@ -28,12 +31,14 @@ each key must equal the model's, and its rank must not have gone down (C-POST-08
 
 from __future__ import annotations
 
+import asyncio
 import time
 from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
-from conformance._faults import FAILED_BEFORE, RESPONSE_LOST, FaultKind
+from conformance._faults import CallSite, FaultKind
 from conformance._machine import RunContext
+from conformance._outage import bounded
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.commit._judge import (
     combined_step_rule,
@@ -104,6 +109,7 @@ T = TypeVar("T")
 Gate = Callable[[], Awaitable[None]]
 
 _SETTLE_ATTEMPTS = 5
+_WIRE_SETTLE_ATTEMPTS = 12  # about 12 s of backoff in all
 
 
 class HaltExample(BaseException):
@@ -124,16 +130,19 @@ class StoreOracle:
         membership: InMemoryMembership,
         namespace: str,
         note: Callable[[str], None],
+        wire: object | None = None,
     ) -> None:
         self.context = context
         self.real = real
         self.membership = membership
         self.namespace = namespace
         self.note = note
+        self.wire = wire  # the backend's fault proxy (conformance.wire), None without a network
         self.capabilities: StoreCapabilities = real.capabilities
         self.state = StoreState()
         self.armed: FaultKind | None = None  # a fault for the next store calls, whoever makes them
         self.armed_calls = 0  # how many calls it still hits (an outage spans several)
+        self.armed_requests = 1  # how many requests of the call a wire fault meets
         self.violation: Violation | None = None
         self.disturbances = 0  # faults injected plus uncertain outcomes seen: excuses RECOVERABLE
         self.conversation_of: dict[CommitKey, ConversationId] = {}
@@ -142,6 +151,9 @@ class StoreOracle:
         self.touched: set[CommitKey] = set()
         self.last_op: dict[CommitKey, str] = {}
         self.intents: dict[CommitKey, CommitIntent] = {}  # the intent each key was reserved with
+        # Set while the harness itself has the backend down (a server it killed is restarting):
+        # a read-back awaits it instead of taking the outage for the backend's fault.
+        self.outage: Callable[[], Awaitable[None]] | None = None
 
     # --- verdicts -------------------------------------------------------------------------
 
@@ -154,19 +166,49 @@ class StoreOracle:
 
     # --- the lock step ----------------------------------------------------------------------
 
-    def arm(self, fault: FaultKind | None, calls: int = 1) -> None:
+    def arm(self, fault: FaultKind | None, calls: int = 1, requests: int = 1) -> None:
         self.armed = fault
         self.armed_calls = calls if fault is not None else 0
+        self.armed_requests = requests
 
-    def take_fault(self) -> FaultKind | None:
+    def take_fault(self, label: str, key: CommitKey | None, write: bool) -> tuple[FaultKind, CallSite] | None:
+        """The armed fault for this call, with the call as its hooks see it (``taken`` has run)."""
         fault = self.armed
-        if fault is not None:
-            self.armed_calls -= 1
-            if self.armed_calls <= 0:
-                self.arm(None)
-            self.context.inject(fault.name)
-            self.disturbances += 1
-        return fault
+        if fault is None:
+            return None
+        self.armed_calls -= 1
+        requests = self.armed_requests
+        if self.armed_calls <= 0:
+            self.arm(None)
+        self.disturbances += 1
+        site = CallSite(
+            label,
+            self.note,
+            self.context.inject,
+            lambda detail: MessageStoreError(StoreErrorKind.UNAVAILABLE, detail, key),
+            write=write,
+            wire=self.wire,
+            requests=requests,
+        )
+        fault.hooks.taken(fault, site)
+        return fault, site
+
+    async def call_backend(
+        self,
+        op: str,
+        key: CommitKey | None,
+        call: Callable[[], Awaitable[T]],
+        taken: tuple[FaultKind, CallSite] | None,
+    ) -> T | MessageStoreError:
+        """``call_real`` between the fault's ``before`` and ``after_backend`` hooks."""
+        if taken is None:
+            return await self.call_real(op, key, call)
+        fault, site = taken
+        fault.hooks.before(fault, site)
+        try:
+            return await self.call_real(op, key, call)
+        finally:
+            fault.hooks.after_backend(fault, site)
 
     async def call_real(
         self, op: str, key: CommitKey | None, call: Callable[[], Awaitable[T]]
@@ -174,7 +216,7 @@ class StoreOracle:
         stats = self.context.stats
         start = time.perf_counter()
         try:
-            return await call()
+            return await bounded(f"the backend call {op}", call(), self.context)
         except MessageStoreError as error:
             if self.namespace in str(error):
                 raise self.fail(
@@ -212,14 +254,11 @@ class StoreOracle:
         the call ends uncertainly (the default two-step path's ``mark_outbox_published``)."""
         if gate is not None:
             await gate()
-        fault = self.take_fault()
+        name = key_name(key)
+        taken = self.take_fault(f"{op}({name})", key, write=True)
         before = self.state
         after, expected = model(before)
-        name = key_name(key)
-        if fault is FAILED_BEFORE:
-            self.note(f"{op}({name}) -> injected failed-before: UNAVAILABLE, nothing applied")
-            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "injected: failed before it applied", key)
-        actual = await self.call_real(op, key, real)
+        actual = await self.call_backend(op, key, real, taken)
         self.note(f"{op}({name}) -> {show(actual)}   [model: {show(expected)}]")
         if isinstance(actual, MessageStoreError) and actual.kind.is_uncertain:
             self.disturbances += 1
@@ -234,9 +273,8 @@ class StoreOracle:
             self.advance(after, key, op)
             if isinstance(expected, MessageStoreError):
                 await self.check_unchanged(op, key, conversation, expected.kind)
-        if fault is RESPONSE_LOST:
-            self.note(f"{op}({name}) -> injected response-lost: the caller sees UNAVAILABLE")
-            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "injected: response lost", key)
+        if taken is not None:
+            taken[0].hooks.after(*taken)
         if isinstance(actual, MessageStoreError):
             raise actual
         return actual
@@ -251,20 +289,17 @@ class StoreOracle:
     ) -> T:
         if gate is not None:
             await gate()
-        fault = self.take_fault()
-        expected = model(self.state)
         label = f"{op}({key_name(key)})" if key is not None else op
-        if fault is FAILED_BEFORE:
-            self.note(f"{label} -> injected failed-before: UNAVAILABLE")
-            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "injected: failed before it applied", key)
-        actual = await self.call_real(op, key, real)
+        taken = self.take_fault(label, key, write=False)
+        expected = model(self.state)
+        actual = await self.call_backend(op, key, real, taken)
         self.note(f"{label} -> {show(actual)}   [model: {show(expected)}]")
         if isinstance(actual, MessageStoreError) and actual.kind.is_uncertain:
             self.disturbances += 1
         else:
             self.judge(op, key, expected, actual)
-        if fault is RESPONSE_LOST:
-            raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "injected: response lost", key)
+        if taken is not None:
+            taken[0].hooks.after(*taken)
         if isinstance(actual, MessageStoreError):
             raise actual
         return actual
@@ -302,7 +337,12 @@ class StoreOracle:
     ) -> LoadedCommit | MessageStoreError | None:
         """The backend's view of ``key``, retrying uncertain failures; no gate, no injected faults."""
         last: MessageStoreError | None = None
-        for _ in range(_SETTLE_ATTEMPTS):
+        # Behind a fault proxy a reset connection may leave the driver reconnecting for a while
+        # (cassandra-driver marks its only host down after one reset): wait for it, bounded.
+        attempts = _SETTLE_ATTEMPTS if self.wire is None else _WIRE_SETTLE_ATTEMPTS
+        for attempt in range(attempts):
+            if attempt and self.wire is not None:
+                await asyncio.sleep(min(0.05 * 2**attempt, 2.0))
             result = await self.call_real(
                 "load_commit", key, lambda: self.real.load_commit(key, conversation)
             )
@@ -315,6 +355,8 @@ class StoreOracle:
                 self.judge("load_commit", key, expected, result)
                 return expected
             last = result
+            if self.outage is not None:
+                await self.outage()
         raise HarnessEnvironmentError(f"the backend stayed unavailable while reading a key back: {last}")
 
     async def settle(
@@ -454,9 +496,16 @@ class ObservedStore:
     (C-POST-06, C-POST-07); the store machine calls every method directly on every store.
     """
 
-    def __init__(self, oracle: StoreOracle, gate: Gate | None = None, *, for_committer: bool = False) -> None:
+    def __init__(
+        self,
+        oracle: StoreOracle,
+        gate: Gate | None = None,
+        *,
+        for_committer: bool = False,
+        real: MessageStore | None = None,
+    ) -> None:
         self._oracle = oracle
-        self._real = oracle.real
+        self._real = real if real is not None else oracle.real  # another client of the same namespace
         self._gate = gate
         self._for_committer = for_committer
         self.first_seen: dict[CommitKey, str] = {}  # the stage each key was first read at (coverage)

@@ -27,6 +27,7 @@ from hypothesis.stateful import Bundle, initialize, multiple, rule
 
 from conformance._faults import FAILED_BEFORE, RESPONSE_LOST
 from conformance._machine import ConformanceMachine, step
+from conformance._outage import bounded
 from conformance.commit import _vocabulary as v
 from conformance.commit._oracle import HaltExample, ObservedStore, StoreOracle
 from conformance.commit._target import CommitTarget
@@ -64,8 +65,11 @@ class CommitWorld(ConformanceMachine):
         self.now = v.T0
         self.real: MessageStore | None = None
         self.real = self.run(target.open_store(self.namespace, self.membership))
-        self.oracle = StoreOracle(self.context, self.real, self.membership, self.namespace, self.note)
+        self.oracle = StoreOracle(
+            self.context, self.real, self.membership, self.namespace, self.note, wire=target.proxy
+        )
         details = self.context.stats.details
+        details.setdefault("wire", str(target.wire is not None))
         details.setdefault(
             "atomic_publish_and_commit", str(self.oracle.capabilities.atomic_publish_and_commit)
         )
@@ -132,7 +136,7 @@ class CommitWorld(ConformanceMachine):
         if self.real is not None:
             real, self.real = self.real, None
             with contextlib.suppress(MessageStoreError):
-                self.run(real.close())
+                self.run(bounded("the store's close", real.close(), self.context))
 
 
 class StoreMachine(CommitWorld):

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import attrs
 
+from conformance._machine import ConformanceMachine
+from conformance._outage import bounded
 from conformance._suites import BackendUnderTest
 from conformance._violations import HarnessEnvironmentError
 from impls.api import MembershipDirectory, MessageStore, Outbox
@@ -15,13 +18,40 @@ from model.commit import MessageStoreError
 
 @attrs.frozen
 class CommitTarget:
+    """The factories, and the wire (the store's fault proxy) when the backend has one.
+
+    A backend has a wire when it names its service and its store factory takes an ``endpoint``
+    keyword (docs/backend-authors.md): the store then opens on the proxy's endpoint, and the
+    machines get the ``arm_wire_fault`` rule. The outbox talks to its server directly: its faults
+    are the outbox kinds, injected at its port.
+    """
+
     store_factory: Callable[..., Any]
     outbox_factory: Callable[..., Any]
+    wire: Any = None  # a conformance.wire.WireRoute, or None
 
     @classmethod
     def of(cls, backend: BackendUnderTest) -> CommitTarget:
         """Raises ``ValueError`` for a bad factory path (a usage error)."""
-        return cls(backend.factory("store"), backend.factory("outbox"))
+        from conformance.wire import accepts_endpoint, route
+
+        store = backend.factory("store")
+        if backend.service is None or not accepts_endpoint(store):
+            return cls(store, backend.factory("outbox"))
+        wire = route(backend.service)
+        return cls(functools.partial(store, endpoint=wire.endpoint), backend.factory("outbox"), wire)
+
+    @property
+    def proxy(self) -> Any:
+        return None if self.wire is None else self.wire.proxy
+
+    def specialise(self, base: type[ConformanceMachine]) -> type[ConformanceMachine]:
+        """The machine with the wire-fault rule when the store has a wire; ``base`` unchanged if not."""
+        if self.wire is None:
+            return base
+        from conformance.commit._wire_rules import WireFaultRules
+
+        return type(base.__name__, (WireFaultRules, base), {})
 
     async def open_store(self, namespace: str, membership: MembershipDirectory) -> MessageStore:
         store = await _open("store", self.store_factory, namespace, membership)
@@ -42,7 +72,7 @@ class CommitTarget:
 
 async def _open(role: str, factory: Callable[..., Any], *args: Any) -> Any:
     try:
-        return await factory(*args)
+        return await bounded(f"the {role} factory", factory(*args))
     except MessageStoreError as exc:
         raise HarnessEnvironmentError(f"the {role} factory could not open a {role}: {exc}") from exc
     except (OSError, ConnectionError, TimeoutError) as exc:

@@ -51,7 +51,10 @@ class SagaMachineBase(ConformanceMachine):
             self, self.context.target.open(ns, self._fate, self.context.stats)
         )
         self.caps: RuntimeCapabilities = self.runtime.capabilities
-        self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT)
+        self.context.stats.details["runtime-lacks"] = ",".join(self.caps.missing())
+        self.model = m.OrchestratorStore(
+            trusted_producers=frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT if self.caps.quota else None
+        )
         self.model_parts = {owner: m.ParticipantState(w.participant_config(owner)) for owner in w.OWNERS}
         self.results_published: set[str] = set()
         self.wire = w.Wire()

@@ -7,7 +7,7 @@ from typing import Any
 
 import attrs
 from hypothesis import strategies as st
-from hypothesis.stateful import rule
+from hypothesis.stateful import precondition, rule
 
 from conformance._machine import step
 from conformance.saga import _world as w
@@ -75,14 +75,14 @@ class CatalogRules(SagaMachineBase):
         self.catalog_touched = True
         if op in ("republish", "invalid"):
             artifact = (
-                (w.ARTIFACT, w.CONFLICT, w.UPLOAD)[index % 3] if op == "republish" else w.INVALID[index % 5]
+                (w.ARTIFACT, w.CONFLICT, w.UPLOAD)[index % 3] if op == "republish" else self._invalid(index)
             )
             digest = m.definition_digest(artifact)
             self.model, expected = m.publish_definition(self.model, m.PublishDefinition(artifact, digest))
             rule_id = "S-DEF-01" if op == "invalid" else "S-CAT-03"
             self.expect(rule_id, expected, self.runtime.publish_definition(artifact, digest))
             self.context.reach(f"publish:{type(expected).__name__}")
-        elif op == "activate_upload":
+        elif op == "activate_upload" or (op == "plant_invalid" and not self.caps.raw_route_rows):
             self._lifecycle(w.UPLOAD_KEY, m.LifecycleAction.ACTIVATE)
         elif op == "plant_invalid":
             if self._plant_invalid_route(index):
@@ -90,6 +90,11 @@ class CatalogRules(SagaMachineBase):
         else:
             key = (w.KEY, w.UPLOAD_KEY, w.SPARE_KEY)[index % 3]
             self.expect("S-CAT-10", m.query_definition(self.model, key), self.runtime.query_definition(key))
+
+    def _invalid(self, index: int) -> m.DefinitionArtifact:
+        """One of ``w.INVALID``; the last breaks the attempt budgets, which only some runtimes have."""
+        count = len(w.INVALID) if self.caps.attempt_budgets else len(w.INVALID) - 1
+        return w.INVALID[index % count]
 
     def _lifecycle(self, key: m.DefinitionKey, action: m.LifecycleAction) -> object:
         self.catalog_touched = True
@@ -117,6 +122,7 @@ class CatalogRules(SagaMachineBase):
         self.runtime.plant_route(route)
         return True
 
+    @precondition(lambda self: self.caps.routes)
     @rule(
         definition=st.sampled_from(["order", "order", "order", "upload"]),
         step_index=st.sampled_from([0, 0, 0, 1, 2]),
@@ -202,6 +208,7 @@ class CatalogRules(SagaMachineBase):
             if expected.generation not in held:
                 held.append(expected.generation)
 
+    @precondition(lambda self: self.caps.routes)
     @rule(index=indexes, stale=st.booleans(), stranger=foreign, fate=fates)
     @step
     def renew_route(self, index: int, stale: bool, stranger: bool, fate: str) -> None:
@@ -237,6 +244,7 @@ class CatalogRules(SagaMachineBase):
             self.model, expected = m.renew_capability(self.model, request)
             self.expect("S-ROUTE-09", expected, self.runtime.renew_capability(request))
 
+    @precondition(lambda self: self.caps.routes)
     @rule(
         definition=st.sampled_from(["order", "order", "upload", "spare"]),
         step_index=st.integers(0, 1),
@@ -258,6 +266,7 @@ class CatalogRules(SagaMachineBase):
             snapshot = m.catalog_snapshot(self.model, self.now)
             self.expect("S-ROUTE-10", snapshot, self.runtime.catalog_snapshot(self.now))
 
+    @precondition(lambda self: self.caps.routes)
     @rule()
     @step
     def retire_spare(self) -> None:

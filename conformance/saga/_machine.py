@@ -158,7 +158,7 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules):
         for key, business_key in enumerate(w.BUSINESS_KEYS):
             if m.saga_id_for(w.KEY.tenant, w.KEY.workflow, business_key) not in self.model.receipts:
                 self._start(key, 0, -1, "committed")
-        if self.model.quota_used.get(w.KEY.tenant, 0) >= w.QUOTA_LIMIT:
+        if self.caps.quota and self.model.quota_used.get(w.KEY.tenant, 0) >= w.QUOTA_LIMIT:
             self._start(3, 0, -1, "committed")  # the fourth key: beyond the quota (S-START-13)
         upload = self.model.catalog.entries[w.UPLOAD_KEY]
         if upload.lifecycle is m.Lifecycle.ACTIVE and not any(
@@ -182,6 +182,8 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules):
                 unwrapped(type(self).deliver_result)(self, index=0, fate="committed", ack_lost=False)
             if all(i.status in m.TERMINAL_STATUSES for i in self.model.instances.values()):
                 break
+            if not self.caps.timers:
+                continue  # nothing fires: every saga must end on its deliveries alone
             self.now += 1000
             for timer in m.due_timers(self.model.timers, self.now):
                 self.leases["recovery"] = (timer.timer_id, 0)

@@ -148,9 +148,7 @@ class Ledgered:
 
 def observed(machine: _Machine, runtime: SagaRuntime) -> SagaRuntime:
     """``runtime`` behind a ledger when it shows metrics; as it is otherwise."""
-    shows = runtime.capabilities.metrics
-    machine.context.stats.details["metrics"] = "prometheus" if shows else "unavailable"
-    return cast(SagaRuntime, Ledgered(machine, runtime)) if shows else runtime
+    return cast(SagaRuntime, Ledgered(machine, runtime)) if runtime.capabilities.metrics else runtime
 
 
 # -- the structured snapshot, flattened ----------------------------------------------------

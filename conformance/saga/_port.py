@@ -41,9 +41,23 @@ class RuntimeCapabilities:
     routes: bool = True
     #: The orchestrator's per-tenant start quota is the harness's (S-START-13).
     quota: bool = True
+    #: Timer workers claim, fire, renew and release one timer by id with the harness's tokens.
+    timers: bool = True
+    #: A definition can be retired once nothing live references it (S-CAT-07).
+    retirement: bool = True
+    #: A terminal instance's reference on its definition can be released (S-CAT-11).
+    instance_release: bool = True
+    #: Definitions carry per-step attempt and resolve budgets (S-DEF-01).
+    attempt_budgets: bool = True
+    #: The transition journal reads back in the model's vocabulary (S-STEP-08).
+    step_journal: bool = True
     #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``
-    #: (S-OBS-*). Off by default: a runtime that shows none is judged on the rest.
+    #: (S-OBS-*). Off unless a runtime says so: one that shows none is judged on the rest.
     metrics: bool = False
+
+    def missing(self) -> tuple[str, ...]:
+        """The capabilities this runtime lacks, by name (the coverage gate reads them)."""
+        return tuple(f.name for f in attrs.fields(RuntimeCapabilities) if not getattr(self, f.name))
 
 
 @attrs.frozen

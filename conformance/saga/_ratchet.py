@@ -13,6 +13,7 @@ from typing import Any, cast
 from prometheus_client import CollectorRegistry
 
 from conformance._machine import SuiteStats
+from conformance._outage import bounded_sync
 from conformance._violations import HarnessEnvironmentError
 from conformance.saga import _world as w
 from conformance.saga._metrics_checks import flatten
@@ -48,7 +49,7 @@ from model import saga as m
 
 def open_backend(factory: Callable[..., Any], namespace: str) -> SagaBackend:
     try:
-        backend = factory(namespace)
+        backend = bounded_sync("the saga backend factory", lambda: factory(namespace))
     except SagaBackendError as exc:
         raise HarnessEnvironmentError(f"the saga backend factory could not open a backend: {exc}") from exc
     if not isinstance(backend, SagaBackend):
@@ -71,32 +72,48 @@ class RatchetRuntime:
         self, factory: Callable[..., Any], namespace: str, fates: FateHook, stats: SuiteStats
     ) -> None:
         self._fates = fates
-        self._raw: list[SagaBackend] = []
+        self._factory = factory
+        self._namespace = namespace
+        self._stats = stats
+        #: role ("orchestrator" or an owner) -> the real backend object it runs on
+        self._raw: dict[str, SagaBackend] = {}
         # One metrics source for the orchestrator and both participants, each on its own backend
         # (S-OBS-04); the harness's clock never moves during a call, so durations are exactly 0.
         self.metrics = self.metrics_class(CollectorRegistry(), clock=lambda: 0.0)
-        self.orch_backend = self._open(factory, f"{namespace}o", stats)
-        self.orch = self.orchestrator_class(
-            self.orch_backend,
-            frozenset(w.OWNERS),
-            quota_limit=w.QUOTA_LIMIT,
-            fates=fates,
-            metrics=self.metrics,
-        )
-        self.parts = {
-            owner: self.participant_class(
-                self._open(factory, f"{namespace}{owner}", stats),
-                w.participant_config(owner),
-                fates=fates,
-                metrics=self.metrics,
-            )
-            for owner in w.OWNERS
-        }
+        self.orch_backend = self._open("orchestrator")
+        self.orch = self._orchestrator(self.orch_backend)
+        self.parts = {owner: self._participant(owner, self._open(owner)) for owner in w.OWNERS}
 
-    def _open(self, factory: Callable[..., Any], namespace: str, stats: SuiteStats) -> SagaBackend:
-        backend = open_backend(factory, namespace)
-        self._raw.append(backend)
-        return cast(SagaBackend, TimedBackend(backend, stats))
+    def _open(self, role: str) -> SagaBackend:
+        suffix = "o" if role == "orchestrator" else role
+        backend = open_backend(self._factory, f"{self._namespace}{suffix}")
+        self._raw[role] = backend
+        return cast(SagaBackend, TimedBackend(backend, self._stats))
+
+    def reopen(self, role: str) -> None:
+        """Close ``role``'s backend object, open a new one on its namespace and build the runtime
+        anew on it: whatever the process kept is gone, only the rows remain (the reopen fault)."""
+        self._raw.pop(role).close()
+        fresh = self._open(role)
+        if role == "orchestrator":
+            self.orch_backend = fresh
+            self.orch = self._orchestrator(fresh)
+        else:
+            self.parts[role] = self._participant(role, fresh)
+
+    # The process's one metrics source outlives a reopened backend: only the backend object is new.
+    def _orchestrator(self, backend: SagaBackend) -> Orchestrator:
+        return self.orchestrator_class(
+            backend, frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT, fates=self._fates, metrics=self.metrics
+        )
+
+    def _participant(self, owner: str, backend: SagaBackend) -> Participant:
+        config = w.participant_config(owner)
+        return self.participant_class(backend, config, fates=self._fates, metrics=self.metrics)
+
+    def backends(self) -> tuple[SagaBackend, ...]:
+        """The real backend objects, one per role."""
+        return tuple(self._raw.values())
 
     @staticmethod
     def project(value: object) -> object:
@@ -227,5 +244,5 @@ class RatchetRuntime:
         return read_only(self.orch_backend, lambda tx: tx.result_claimed(message_id))
 
     def close(self) -> None:
-        for backend in self._raw:
+        for backend in self._raw.values():
             backend.close()

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, rule
+from hypothesis.stateful import initialize, precondition, rule
 
 from conformance._machine import step
 from conformance.saga import _world as w
@@ -103,10 +103,11 @@ class StartRules(SagaMachineBase):
         """
         if definition == "upload":
             def_key, business_key = w.UPLOAD_KEY, w.UPLOAD_KEYS[key % len(w.UPLOAD_KEYS)]
-        elif key % 4 == 3 and self.model.quota_used.get(w.KEY.tenant, 0) >= w.QUOTA_LIMIT:
+        elif key % 4 == 3 and self.caps.quota and self.model.quota_used.get(w.KEY.tenant, 0) >= w.QUOTA_LIMIT:
             def_key, business_key = w.KEY, w.OVER_QUOTA_KEY
         else:
             def_key, business_key = w.KEY, w.BUSINESS_KEYS[key % len(w.BUSINESS_KEYS)]
+        joined = joined and self.caps.joined_starts
         if form == "declared":
             form = "raw_schema" if definition == "upload" else "json"
         json_payload, raw_payload = PAYLOAD_FORMS[form](w.PAYLOADS[payload % len(w.PAYLOADS)])
@@ -136,6 +137,8 @@ class StartRules(SagaMachineBase):
             return
         if action != "activate" and len(self.model.instances) < 2:
             action = "activate"  # keep the definition startable until some sagas run
+        if action == "retire" and not self.caps.retirement:
+            action = "deprecate"
         self.context.inject(LIFECYCLE_RACE.name)
         self.catalog_touched = True
         change = m.ChangeLifecycle(w.KEY, m.LifecycleAction(action))
@@ -146,6 +149,7 @@ class StartRules(SagaMachineBase):
             self.runtime.change_lifecycle(change, self.now),
         )
 
+    @precondition(lambda self: self.caps.instance_release)
     @rule(index=indexes)
     @step
     def release_instance(self, index: int) -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from hypothesis import strategies as st
-from hypothesis.stateful import rule
+from hypothesis.stateful import precondition, rule
 
 from conformance._machine import step
 from conformance.saga import _world as w
@@ -20,6 +20,7 @@ class TimerRules(SagaMachineBase):
     def advance_clock(self, ms: int) -> None:
         self.now += ms
 
+    @precondition(lambda self: self.caps.timers)
     @rule(worker=st.sampled_from(w.WORKERS), index=indexes)
     @step
     def claim_timer(self, worker: str, index: int) -> None:
@@ -55,6 +56,7 @@ class TimerRules(SagaMachineBase):
                     self.context.inject(LEASE_LOST.name)  # the other worker still holds a stale token
             self.leases[worker] = (timer.timer_id, expected.token)
 
+    @precondition(lambda self: self.caps.timers)
     @rule(worker=st.sampled_from(w.WORKERS), fate=fates)
     @step
     def fire_timer(self, worker: str, fate: str) -> None:
@@ -72,6 +74,7 @@ class TimerRules(SagaMachineBase):
         if not isinstance(expected, m.RolledBack | m.OutcomeUnknown):
             del self.leases[worker]
 
+    @precondition(lambda self: self.caps.timers)
     @rule(fate=fates)
     @step
     def stale_worker_advances(self, fate: str) -> None:
@@ -87,6 +90,7 @@ class TimerRules(SagaMachineBase):
         unwrapped(type(self).claim_timer)(self, worker="w2", index=0)
         unwrapped(type(self).fire_timer)(self, worker="w1", fate=fate)
 
+    @precondition(lambda self: self.caps.timers)
     @rule(worker=st.sampled_from(w.WORKERS), renew=st.booleans())
     @step
     def renew_or_release(self, worker: str, renew: bool) -> None:

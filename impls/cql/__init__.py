@@ -15,14 +15,23 @@ from impls.cql._session import CONTACT_ENV, DEFAULT_CONTACT, CqlSettings, shutdo
 from impls.cql._store import CqlMessageStore
 
 
-async def open_cql_store(namespace: str, membership: MembershipDirectory) -> CqlMessageStore:
-    """``StoreFactory`` for the ``cql`` backend. Connects lazily: the first call reaches the server."""
-    return CqlMessageStore(namespace, membership, CqlSettings())
+def _settings(endpoint: str | None) -> CqlSettings:
+    return CqlSettings() if endpoint is None else CqlSettings(contact=endpoint)
 
 
-async def open_cql_outbox(namespace: str) -> CqlOutbox:
+async def open_cql_store(
+    namespace: str, membership: MembershipDirectory, endpoint: str | None = None
+) -> CqlMessageStore:
+    """``StoreFactory`` for the ``cql`` backend. Connects lazily: the first call reaches the server.
+
+    ``endpoint``: a ``host:port`` contact point instead of the configured one (a fault proxy).
+    """
+    return CqlMessageStore(namespace, membership, _settings(endpoint))
+
+
+async def open_cql_outbox(namespace: str, endpoint: str | None = None) -> CqlOutbox:
     """``OutboxFactory`` for the ``cql`` backend."""
-    return CqlOutbox(namespace, CqlSettings())
+    return CqlOutbox(namespace, _settings(endpoint))
 
 
 __all__ = [

@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from cassandra import ConsistencyLevel
 
 from impls.api import OutboxEntry
+from impls.cql import _namespaces
 from impls.cql._boundary import Operation, translate
 from impls.cql._bridge import Page, execute
 from impls.cql._codec import outbox_entry_from_row, outbox_event_to_row, publication_from_row
@@ -136,6 +137,21 @@ class CqlOutbox:
         """A real query on every call; UNAVAILABLE when the server does not answer."""
         keyspace = await self._keyspace()
         await self._run(keyspace, Statement.READINESS, (), Operation.READ)
+
+    async def drop_namespace(self) -> None:
+        """``impls.api.NamespaceOwner``: the whole namespace, as ``CqlMessageStore`` drops it."""
+        await _namespaces.drop(await self._runner(), self._namespace, _namespaces.Written())
+
+    async def namespaces(self) -> list[str]:
+        return await _namespaces.namespaces(await self._runner())
+
+    async def _runner(self) -> _namespaces.Run:
+        keyspace = await self._keyspace()
+
+        async def run(which: Statement, params: Sequence[object], paging: bytes | None) -> Page:
+            return await self._run(keyspace, which, params, Operation.WRITE, paging_state=paging)
+
+        return run
 
     async def close(self) -> None:
         self._closed = True

@@ -155,6 +155,17 @@ class Statement(enum.Enum):
     # (ns): every entry of the namespace's outbox, for ``CqlOutbox.entries``
     OUTBOX_ENTRIES = "SELECT tenant, sender, cmid, entry_id FROM {ks}.outbox WHERE ns = ?"
     READINESS = "SELECT release_version FROM system.local"
+    # Dropping a namespace (impls.api.NamespaceOwner): whole partitions, never TRUNCATE.
+    DROP_LEDGER = "DELETE FROM {ks}.ledger WHERE ns = ? AND tenant = ?"
+    DROP_HISTORY = f"DELETE FROM {{ks}}.history WHERE {_HISTORY_PARTITION}"
+    DROP_RECOVERY = "DELETE FROM {ks}.recovery WHERE ns = ?"
+    DROP_OUTBOX = "DELETE FROM {ks}.outbox WHERE ns = ?"
+    # Every partition key of a table: a full scan, for a store that must find what it did not
+    # write itself (one opened only to clean up) and for listing namespaces.
+    LEDGER_PARTITIONS = "SELECT DISTINCT ns, tenant FROM {ks}.ledger"
+    HISTORY_PARTITIONS = "SELECT DISTINCT ns, tenant, conversation FROM {ks}.history"
+    RECOVERY_PARTITIONS = "SELECT DISTINCT ns FROM {ks}.recovery"
+    OUTBOX_PARTITIONS = "SELECT DISTINCT ns FROM {ks}.outbox"
 
     def text(self, keyspace: str) -> str:
         return self.value.format(ks=keyspace)

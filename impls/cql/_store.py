@@ -67,6 +67,7 @@ from cassandra import ConsistencyLevel
 from cassandra.query import BatchStatement
 
 from impls.api import MembershipDirectory
+from impls.cql import _namespaces
 from impls.cql._boundary import Operation, translate
 from impls.cql._bridge import Page, Row, execute
 from impls.cql._codec import (
@@ -198,6 +199,7 @@ class CqlMessageStore:
         self._gates: dict[TenantId, asyncio.Lock] = {}
         self._gates_loop: asyncio.AbstractEventLoop | None = None
         self.round_trips = 0
+        self._written = _namespaces.Written()  # the partitions to delete in drop_namespace
 
     @property
     def capabilities(self) -> StoreCapabilities:
@@ -310,6 +312,7 @@ class CqlMessageStore:
         if problem is not None:
             raise _error(StoreErrorKind.INVALID_ARGUMENT, problem, key)
         keyspace = await self._keyspace()
+        self._written.tenants.add(key.tenant)
         attempt = _ReserveAttempt(reserve_identity_digest(request), uuid.uuid4())
         loop = asyncio.get_running_loop()
         deadline = loop.time() + _RESERVE_BUDGET_S
@@ -513,6 +516,8 @@ class CqlMessageStore:
     ) -> StoredCommit:
         key = intent.key
         keyspace = await self._keyspace()
+        self._written.tenants.add(key.tenant)
+        self._written.conversations.add((key.tenant, intent.conversation))
         uncertain = False
         for _ in range(_TRANSITION_ROUNDS):
             try:
@@ -791,6 +796,21 @@ class CqlMessageStore:
         """C-PRE-06: a real query on every call; UNAVAILABLE when the server does not answer."""
         keyspace = await self._keyspace()
         await self._run(keyspace, Statement.READINESS, (), Operation.READ)
+
+    async def drop_namespace(self) -> None:
+        """``impls.api.NamespaceOwner``: delete the namespace's partitions (``_namespaces``)."""
+        await _namespaces.drop(await self._runner(), self._namespace, self._written)
+
+    async def namespaces(self) -> list[str]:
+        return await _namespaces.namespaces(await self._runner())
+
+    async def _runner(self) -> _namespaces.Run:
+        keyspace = await self._keyspace()
+
+        async def run(which: Statement, params: Sequence[object], paging: bytes | None) -> Page:
+            return await self._run(keyspace, which, params, Operation.WRITE, paging_state=paging)
+
+        return run
 
     async def close(self) -> None:
         """Stop using the store. The shared session stays up (``shutdown_sessions`` closes it)."""

@@ -16,6 +16,7 @@ class MemoryOutbox:
     """
 
     def __init__(self, namespace: str) -> None:
+        self.namespace = namespace
         self.stream = f"memory-outbox:{namespace}"
         self._lock = asyncio.Lock()
         self._closed = False
@@ -45,6 +46,15 @@ class MemoryOutbox:
     async def readiness(self) -> None:
         if self._closed:
             raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the outbox is closed")
+
+    async def drop_namespace(self) -> None:
+        """``impls.api.NamespaceOwner``: this object is the namespace's only storage."""
+        async with self._lock:
+            self._published.clear()
+            self._entries.clear()
+
+    async def namespaces(self) -> list[str]:
+        return [self.namespace] if self._entries else []
 
     async def close(self) -> None:
         self._closed = True

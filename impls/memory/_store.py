@@ -342,6 +342,21 @@ class MemoryMessageStore:
         if self._closed:
             raise _fail(StoreErrorKind.UNAVAILABLE, "the store is closed")
 
+    async def drop_namespace(self) -> None:
+        """``impls.api.NamespaceOwner``: this object is the namespace's only storage."""
+        async with self._lock:
+            for table in (
+                self._commits,
+                self._message_seq,
+                self._conversation_seq,
+                self._history,
+                self._recovery,
+            ):
+                table.clear()
+
+    async def namespaces(self) -> list[str]:
+        return [self.namespace] if self._commits or self._message_seq else []
+
     async def close(self) -> None:
         self._closed = True
 

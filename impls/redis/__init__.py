@@ -6,7 +6,8 @@ Factories (``conformance.backends`` names them):
   clients of this process share one ``FakeServer``, so a store and an outbox opened for the same
   namespace see the same data; each call gets its own client.
 * ``open_redis_store`` / ``open_redis_outbox``: a real server at ``RATCHET_REDIS_URL`` (default
-  ``redis://127.0.0.1:16379/0``, what ``scripts/services up redis`` starts).
+  ``redis://127.0.0.1:16379/0``, what ``scripts/services up redis`` starts), or at the ``endpoint``
+  URL they are given (URL options such as ``socket_timeout`` override the client's defaults).
 
 Layout: keys in ``_keys``, hash codec in ``_codec``, scripts in ``_scripts``, and the only place
 redis-py is called, with error translation and round-trip counting, in ``_gateway``.
@@ -16,8 +17,8 @@ from __future__ import annotations
 
 import fakeredis
 from redis.asyncio import Redis
+from redis.asyncio.retry import Retry  # the asyncio one: the sync Retry never awaits, so never retries
 from redis.backoff import ExponentialBackoff
-from redis.retry import Retry
 
 from impls import endpoints
 from impls.api import MembershipDirectory
@@ -64,13 +65,14 @@ async def open_fakeredis_outbox(namespace: str) -> RedisOutbox:
 
 
 async def open_redis_store(
-    namespace: str, membership: MembershipDirectory, url: str | None = None
+    namespace: str, membership: MembershipDirectory, endpoint: str | None = None
 ) -> RedisMessageStore:
-    return RedisMessageStore(redis_client(url), namespace, membership)
+    """``endpoint``: a ``redis://`` URL instead of the configured one (the harness's fault proxy)."""
+    return RedisMessageStore(redis_client(endpoint), namespace, membership)
 
 
-async def open_redis_outbox(namespace: str, url: str | None = None) -> RedisOutbox:
-    return RedisOutbox(redis_client(url), namespace)
+async def open_redis_outbox(namespace: str, endpoint: str | None = None) -> RedisOutbox:
+    return RedisOutbox(redis_client(endpoint), namespace)
 
 
 __all__ = [

@@ -37,6 +37,20 @@ def _translated(error: Exception, key: CommitKey | None) -> MessageStoreError:
     return MessageStoreError(StoreErrorKind.UNAVAILABLE, "the server did not answer", key)
 
 
+_UNLINK_BATCH = 500
+_SCAN_COUNT = 1000
+
+
+def glob_escape(text: bytes) -> bytes:
+    """``text`` as a literal in a Redis glob pattern."""
+    out = bytearray()
+    for byte in text:
+        if byte in b"*?[]\\":
+            out += b"\\"
+        out.append(byte)
+    return bytes(out)
+
+
 class Gateway:
     """One redis-py client, its round-trip counter and its error door."""
 
@@ -44,6 +58,9 @@ class Gateway:
         self._client = client
         self._closed = False
         self.round_trips = 0
+        #: Every key a script was given. Scripts may only touch the keys they are given (the
+        #: cluster rule our scripts keep), and only scripts write, so this is all this client wrote.
+        self.keys_given: set[bytes] = set()
 
     def _check_open(self, key: CommitKey | None) -> None:
         if self._closed:
@@ -54,6 +71,7 @@ class Gateway:
     ) -> Any:
         """Run ``script`` once on the server (one round trip, two if the script was not cached)."""
         self._check_open(key)
+        self.keys_given.update(keys)
         # try/except inline rather than a context manager: this is every commit's hot path.
         try:
             try:
@@ -77,6 +95,25 @@ class Gateway:
             raise
         except Exception as error:
             raise _translated(error, key) from None
+
+    async def drop_prefix(self, prefix: bytes) -> None:
+        """UNLINK every key this client's scripts were given under ``prefix``, or, for a client
+        that wrote nothing (one opened only to clean up), every key the server has under it."""
+        mine = sorted(k for k in self.keys_given if k.startswith(prefix))
+        found = mine if mine else await self.scan(glob_escape(prefix) + b"*")
+        for start in range(0, len(found), _UNLINK_BATCH):
+            await self.command("UNLINK", *found[start : start + _UNLINK_BATCH])
+        self.keys_given.difference_update(mine)
+
+    async def scan(self, pattern: bytes) -> list[bytes]:
+        """Every key matching ``pattern`` (SCAN, so the server is never blocked)."""
+        cursor: Arg = b"0"
+        found: list[bytes] = []
+        while True:
+            cursor, page = await self.command("SCAN", cursor, b"MATCH", pattern, b"COUNT", _SCAN_COUNT)
+            found.extend(bytes(k) for k in page)
+            if int(cursor) == 0:
+                return found
 
     async def _execute(self, *args: Arg) -> Any:
         # redis-py leaves execute_command unannotated; this is its one typed call site.

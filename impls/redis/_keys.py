@@ -66,6 +66,18 @@ def key_of_member(raw: bytes) -> CommitKey:
     return CommitKey(tenant, sender, cmid)
 
 
+#: Matches every key of every namespace (``conformance clean`` lists them with it).
+ALL_NAMESPACES = b"rt:{*}:*"
+
+
+def namespace_of(key: bytes) -> str | None:
+    """The namespace a key belongs to, or None for a key that is not ours."""
+    if not key.startswith(b"rt:{"):
+        return None
+    end = key.find(b"}:", 4)
+    return key[4:end].decode("utf-8", "replace") if end > 4 else None
+
+
 class Keys:
     """The key names of one namespace."""
 

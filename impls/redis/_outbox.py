@@ -15,6 +15,7 @@ from impls.api import OutboxEntry
 from impls.redis import _codec, _scripts
 from impls.redis._gateway import Gateway
 from impls.redis._keys import Keys, member, valid_namespace
+from impls.redis._store import list_namespaces
 from model.commit import CommitIntent, MessageStoreError, OutboxPublication, StoreErrorKind
 
 _ENTRIES_PAGE = 1000
@@ -72,6 +73,13 @@ class RedisOutbox:
         pong = await self._gateway.command("PING")
         if pong is not True and pong not in (b"PONG", "PONG"):
             raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the server answered PING unexpectedly")
+
+    async def drop_namespace(self) -> None:
+        """``impls.api.NamespaceOwner``: UNLINK the namespace's keys (see ``RedisMessageStore``)."""
+        await self._gateway.drop_prefix(self._keys.prefix)
+
+    async def namespaces(self) -> list[str]:
+        return await list_namespaces(self._gateway)
 
     async def close(self) -> None:
         await self._gateway.close()

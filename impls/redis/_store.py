@@ -18,7 +18,15 @@ from redis.asyncio import Redis
 from impls.api import MembershipDirectory
 from impls.redis import _codec, _scripts
 from impls.redis._gateway import Gateway
-from impls.redis._keys import Keys, addressable, key_of_member, member, valid_namespace
+from impls.redis._keys import (
+    ALL_NAMESPACES,
+    Keys,
+    addressable,
+    key_of_member,
+    member,
+    namespace_of,
+    valid_namespace,
+)
 from model.commit import (
     MAX_SCAN_ITEMS,
     AuthenticatedSend,
@@ -421,8 +429,21 @@ class RedisMessageStore:
             fields=int(fields),
         )
 
+    async def drop_namespace(self) -> None:
+        """``impls.api.NamespaceOwner``: UNLINK the namespace's keys (those this store's scripts
+        were given; every key under the prefix when it wrote none)."""
+        await self._gateway.drop_prefix(self._keys.prefix)
+
+    async def namespaces(self) -> list[str]:
+        return await list_namespaces(self._gateway)
+
     async def close(self) -> None:
         await self._gateway.close()
+
+
+async def list_namespaces(gateway: Gateway) -> list[str]:
+    """Every namespace with keys on the server (a SCAN of the whole keyspace: for cleaning up)."""
+    return sorted({ns for k in await gateway.scan(ALL_NAMESPACES) if (ns := namespace_of(k)) is not None})
 
 
 async def _members(membership: MembershipDirectory, query: HistoryQuery) -> frozenset[UserId]:

@@ -16,6 +16,7 @@ from ._backend import GateRow as GateRow
 from ._backend import InstanceRow as InstanceRow
 from ._backend import JournalRow as JournalRow
 from ._backend import LeaseRow as LeaseRow
+from ._backend import NamespacedSagaBackend as NamespacedSagaBackend
 from ._backend import ReceiptRow as ReceiptRow
 from ._backend import ResultOutboxRow as ResultOutboxRow
 from ._backend import SagaBackend as SagaBackend

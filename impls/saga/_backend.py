@@ -392,5 +392,22 @@ class SagaBackend(Protocol):
     def close(self) -> None: ...
 
 
+@runtime_checkable
+class NamespacedSagaBackend(Protocol):
+    """Optional: a ``SagaBackend`` that can remove its namespace, and list the namespaces present.
+
+    Isolation is by namespace, never by truncating shared tables, so without this every example
+    would leave its rows behind for good. ``drop_namespace`` deletes every row of this backend's
+    namespace (idempotent; the backend may be closed afterwards as usual). ``namespaces`` lists
+    the namespaces that have rows in the storage this backend lives in (for ``conformance clean``);
+    a backend whose storage is its own (an in-memory database) lists just its own, if non-empty.
+    Errors leave as ``SagaBackendError``.
+    """
+
+    def drop_namespace(self) -> None: ...
+
+    def namespaces(self) -> list[str]: ...
+
+
 #: ``module:function`` factories registered in ``conformance.backends.SAGA_BACKENDS``.
 SagaBackendFactory = Callable[[str], SagaBackend]

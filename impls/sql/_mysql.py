@@ -223,6 +223,13 @@ class MysqlEngine:
     def ddl_fingerprint(self) -> str:
         return "\n".join(create_table_statements("", "?"))
 
+    def durable(self, raw: Any) -> bool:
+        with raw.cursor() as cursor:
+            cursor.execute("SELECT @@GLOBAL.innodb_flush_log_at_trx_commit")
+            row = cursor.fetchone()
+        # 1: the redo log is written and flushed at every COMMIT; 0 and 2 lose up to a second.
+        return row is not None and int(row[0]) == 1
+
     def check(self, raw_cursor: Any, sql: str) -> None:
         if sql.startswith("INSERT IGNORE") and raw_cursor.warning_count:
             # IGNORE also turns coerced values into warnings; only a taken key may pass.
@@ -232,10 +239,12 @@ class MysqlEngine:
 
 
 def open_mysql_saga_backend(
-    namespace: str, dsn: str | None = None, *, lock_wait_timeout_s: int = LOCK_WAIT_TIMEOUT_S
+    namespace: str, endpoint: str | None = None, *, lock_wait_timeout_s: int = LOCK_WAIT_TIMEOUT_S
 ) -> ServerSagaBackend:
-    """The saga backend for ``namespace`` on MariaDB/MySQL (``RATCHET_MYSQL_DSN`` unless ``dsn``)."""
-    return ServerSagaBackend(MysqlEngine(mysql_params(dsn or mysql_dsn()), lock_wait_timeout_s), namespace)
+    """The saga backend for ``namespace`` on MariaDB/MySQL (``RATCHET_MYSQL_DSN`` or the DSN ``endpoint``)."""
+    return ServerSagaBackend(
+        MysqlEngine(mysql_params(endpoint or mysql_dsn()), lock_wait_timeout_s), namespace
+    )
 
 
 __all__ = ["MYSQL", "MysqlDialect", "MysqlEngine", "open_mysql_saga_backend"]

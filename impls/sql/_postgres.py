@@ -185,6 +185,14 @@ class PostgresEngine:
     def ddl_fingerprint(self) -> str:
         return "\n".join(create_table_statements(""))
 
+    def durable(self, raw: psycopg.Connection[Any]) -> bool:
+        row = raw.execute(
+            "SELECT current_setting('fsync'), current_setting('synchronous_commit'), "
+            "current_setting('full_page_writes')"
+        ).fetchone()
+        # synchronous_commit 'local', 'remote_write', ... flush locally too; only 'off' does not.
+        return row is not None and row[0] == "on" and row[1] != "off" and row[2] == "on"
+
     def check(self, raw_cursor: psycopg.Cursor[Any], sql: str) -> None:
         # COMMIT of a failed transaction is answered "ROLLBACK" without an error.
         if sql == "COMMIT" and raw_cursor.statusmessage == "ROLLBACK":
@@ -192,10 +200,10 @@ class PostgresEngine:
 
 
 def open_postgres_saga_backend(
-    namespace: str, dsn: str | None = None, *, lock_timeout_ms: int = LOCK_TIMEOUT_MS
+    namespace: str, endpoint: str | None = None, *, lock_timeout_ms: int = LOCK_TIMEOUT_MS
 ) -> ServerSagaBackend:
-    """The saga backend for ``namespace`` on PostgreSQL (``RATCHET_PG_DSN`` unless ``dsn``)."""
-    return ServerSagaBackend(PostgresEngine(dsn or pg_dsn(), lock_timeout_ms), namespace)
+    """The saga backend for ``namespace`` on PostgreSQL (``RATCHET_PG_DSN`` or the DSN ``endpoint``)."""
+    return ServerSagaBackend(PostgresEngine(endpoint or pg_dsn(), lock_timeout_ms), namespace)
 
 
 __all__ = ["POSTGRES", "PostgresDialect", "PostgresEngine", "open_postgres_saga_backend"]

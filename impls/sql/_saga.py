@@ -657,6 +657,24 @@ class SqlSagaBackend:
         finally:
             tx.rollback()
 
+    def drop_namespace(self) -> None:
+        """``impls.saga.NamespacedSagaBackend``: delete this namespace's rows of every table (all
+        rows, when the tables are this backend's own), in one transaction."""
+        with self._ddl() as tx:
+            for table in SCHEMA:
+                tx._exec(f"DELETE FROM {tx._t(table)}{tx._where_ns}", tx._ns)
+
+    def namespaces(self) -> list[str]:
+        """The ``ns`` values with rows in any table (none for tables of this backend's own)."""
+        if self.namespace is None:
+            return []
+        union = " UNION ".join(f"SELECT ns FROM {self.prefix}{table}" for table in SCHEMA)
+        tx = self.begin()
+        try:
+            return sorted(str(row[0]) for row in tx._all(union))
+        finally:
+            tx.rollback()
+
     def close(self) -> None:
         with suppress(Exception):
             self.connection.close()

@@ -47,6 +47,8 @@ from ._dialect import Dialect
 from ._saga import COUNTERS, SCHEMA, SqlSagaBackend, SqlTransaction
 
 SERVER_CAPABILITIES = SagaCapabilities(fenced_timers=True, row_locks=True, durable=True)
+# What a server that does not flush its commits (fsync=off, innodb-flush-log-at-trx-commit=2) offers.
+NON_DURABLE_CAPABILITIES = SagaCapabilities(fenced_timers=True, row_locks=True, durable=False)
 
 # Idle connections kept per endpoint; a harness example opens three namespaces at a time.
 POOL_SIZE = 8
@@ -131,6 +133,11 @@ class Engine(Protocol):
 
     def check(self, raw_cursor: Any, sql: str) -> None:
         """Engine-specific checks after a statement ran (raise the driver's exception)."""
+        ...
+
+    def durable(self, raw: Any) -> bool:
+        """Whether the server's *running* configuration keeps a committed transaction through kill -9
+        (asked of the server: the launcher may have started it either way)."""
         ...
 
 
@@ -229,6 +236,20 @@ class DriverCursor:
 _lock = threading.Lock()
 _idle: dict[str, list[Any]] = {}
 _schemas: set[tuple[str, str]] = set()
+_durable: dict[str, bool] = {}  # endpoint -> what the server said, asked once per process
+
+
+def server_capabilities(engine: Engine, raw: Any) -> SagaCapabilities:
+    """``durable`` only if the server says its running configuration flushes every commit."""
+    endpoint = engine.endpoint
+    if endpoint not in _durable:
+        try:
+            durable = engine.durable(raw)
+        except Exception:
+            return NON_DURABLE_CAPABILITIES  # not known now: claim nothing, ask again next time
+        with _lock:
+            _durable[endpoint] = durable
+    return SERVER_CAPABILITIES if _durable[endpoint] else NON_DURABLE_CAPABILITIES
 
 
 def _take_idle(engine: Engine) -> Any | None:
@@ -272,7 +293,7 @@ class ServerSagaBackend(SqlSagaBackend):
             engine.dialect,
             table_prefix(engine),
             driver_commits=False,
-            capabilities=SERVER_CAPABILITIES,
+            capabilities=server_capabilities(engine, raw),
             namespace=namespace_key(namespace),
         )
 
@@ -363,6 +384,7 @@ class ServerSagaBackend(SqlSagaBackend):
 
 
 __all__ = [
+    "NON_DURABLE_CAPABILITIES",
     "SERVER_CAPABILITIES",
     "CommitLoss",
     "Contention",

@@ -106,7 +106,9 @@ def test_a_violation_exits_1_and_replay_reproduces_it(
     assert failure is not None and failure.get("type") == "C-PRE-03"
     assert "shrunk program" in (failure.text or "")
     (path,) = tmp_path.glob("custom-store-C-PRE-03-*.json")
-    assert main(["replay", str(path)]) == 1
+    assert main(["replay", str(path)]) == 2  # the file names a module nobody vouched for
+    assert "--trust examples.broken_stores" in capsys.readouterr().err
+    assert main(["replay", str(path), "--trust", "examples.broken_stores"]) == 1
     assert "reproduced C-PRE-03" in capsys.readouterr().out
     assert main(["replay", str(path), "--store", "impls.memory:open_store"]) == 0
     assert "did not reproduce" in capsys.readouterr().out

@@ -68,7 +68,7 @@ def test_broken_outbox_is_caught_and_replays(
     assert saved.factories["outbox"] == f"examples.broken_outboxes:{factory}"
     assert replay(saved).same_rule
     capsys.readouterr()
-    assert main(["replay", str(path)]) == 1
+    assert main(["replay", str(path), "--trust", "examples.broken_outboxes"]) == 1
     assert f"reproduced {rule_id}" in capsys.readouterr().out
     assert main(["replay", str(path), "--outbox", "impls.memory:open_outbox"]) == 0
     assert "did not reproduce" in capsys.readouterr().out

@@ -43,6 +43,12 @@ def test_a_correct_store_passes_both_suites(
 
 def test_a_broken_store_fails_naming_the_rule(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_broken=FAILING)
-    result = pytester.runpytest_inprocess("--ratchet-seed", "5", "-k", "store_suite")
+    result = pytester.runpytest_inprocess(
+        "--ratchet-seed", "5", "-k", "store_suite", "-vv"
+    )  # -vv: untruncated
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*C-PRE-05*", "*shrunk program*", "*conformance replay*"])
+    # The `-r` summary line is the rule and its message, not the first line of the table.
+    (short,) = [line for line in result.stdout.lines if line.startswith("FAILED ")]
+    assert " - Failed: TestBrokenStore/store: C-PRE-05: " in short, short
+    assert "backend  suite" not in short

@@ -31,7 +31,7 @@ def test_a_broken_saga_backend_given_with_store_exits_1_and_replays(
     assert json.loads(path.read_text())["factories"] == {
         "backend": "examples.broken_saga_backends:timer_ignores_fencing"
     }
-    assert main(["replay", str(path)]) == 1
+    assert main(["replay", str(path), "--trust", "examples.broken_saga_backends"]) == 1
     assert "reproduced S-TIMER-02" in capsys.readouterr().out
     # --store fills the saga family's "backend" role: the correct backend does not reproduce.
     assert main(["replay", str(path), "--store", MEMORY]) == 0

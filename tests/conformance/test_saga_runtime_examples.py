@@ -56,5 +56,5 @@ def test_broken_saga_runtime_is_caught_and_replays(
     assert saved.factories == {"runtime": f"examples.broken_saga_runtimes:{factory}"}
     replayed = replay(saved)
     assert replayed.reproduced and replayed.same_rule, replayed.describe()
-    assert main(["replay", str(path)]) == 1
+    assert main(["replay", str(path), "--trust", "examples.broken_saga_runtimes"]) == 1
     assert f"reproduced {rule_id} at quiescence" in capsys.readouterr().out

@@ -7,8 +7,7 @@ use std::time::Duration;
 
 use nasaga_backend::{
     SagaConflictFactRow, SagaControlAuditRow, SagaInstanceRow, SagaInstanceSummary,
-    SagaManagementAuditRow, SagaStepAttemptRow, SagaStepRow, SagaTimerRow,
-    SagaTransitionAuditRow,
+    SagaManagementAuditRow, SagaStepAttemptRow, SagaStepRow, SagaTimerRow, SagaTransitionAuditRow,
 };
 use nasaga_core::{
     DefinitionVersion, ResolutionSpec, ServiceIdentity, StepDefinition, StepName,
@@ -42,7 +41,9 @@ pub fn workflow_definition(spec: &DefinitionSpec) -> anyhow::Result<WorkflowDefi
                 ResolutionSpec::forbidden()
             }
             DefinitionResolution::Forbidden(other) => {
-                return Err(bad(format!("resolution must be \"forbidden\" or an object, not {other:?}")))
+                return Err(bad(format!(
+                    "resolution must be \"forbidden\" or an object, not {other:?}"
+                )))
             }
             DefinitionResolution::Allowed { mode, budget_ms } => {
                 ResolutionSpec::allowed((*mode).into(), Duration::from_millis(*budget_ms))
@@ -75,8 +76,11 @@ pub fn workflow_definition(spec: &DefinitionSpec) -> anyhow::Result<WorkflowDefi
 
 /// A nasaga `ContractViolation` as a `definition.<code>` host error.
 pub fn contract(violation: nasaga_core::ContractViolation) -> anyhow::Error {
-    crate::protocol::HostError::new("definition.contract_violation", format!("{}: {violation}", violation.code()))
-        .into()
+    crate::protocol::HostError::new(
+        "definition.contract_violation",
+        format!("{}: {violation}", violation.code()),
+    )
+    .into()
 }
 
 pub fn definition(definition: &WorkflowDefinition) -> Value {
@@ -217,7 +221,9 @@ pub fn conflict(row: &SagaConflictFactRow) -> Value {
 
 pub fn audit_record(record: &SagaAuditRecord) -> Value {
     match record {
-        SagaAuditRecord::Attempt(r) => json!({"kind": "attempt", "record": attempt(&r.attempt), "occurred_at_ms": r.occurred_at_ms}),
+        SagaAuditRecord::Attempt(r) => {
+            json!({"kind": "attempt", "record": attempt(&r.attempt), "occurred_at_ms": r.occurred_at_ms})
+        }
         SagaAuditRecord::Transition(r) => json!({"kind": "transition", "record": transition(r)}),
         SagaAuditRecord::Control(r) => json!({"kind": "control", "record": control(r)}),
         SagaAuditRecord::Management(r) => json!({"kind": "management", "record": management(r)}),

@@ -10,6 +10,7 @@ pub mod pg;
 use std::future::Future;
 use std::pin::Pin;
 
+use naoutbox_core::{DispatchReport, OutboxPublisher};
 use nasaga_backend::{SagaBackend, SagaBackendFactory};
 use nasaga_core::ServiceIdentity;
 use nasaga_runtime_core::{
@@ -17,8 +18,17 @@ use nasaga_runtime_core::{
     DefinitionLifecycleOperation, DefinitionPublishDisposition, DefinitionRecord,
     DynamicCatalogSnapshot,
 };
-use naoutbox_core::{DispatchReport, OutboxPublisher};
 use serde_json::Value;
+
+/// The container a datasource slot currently points at, and since when. A pooled connection
+/// older than the switch was made for the previous container and is discarded on acquire.
+pub type Target = std::sync::Arc<std::sync::Mutex<(String, std::time::Instant)>>;
+
+/// Whether a pooled connection of `age` predates the slot's last switch.
+pub fn predates_switch(target: &Target, age: std::time::Duration) -> bool {
+    let switched_at = target.lock().unwrap_or_else(|e| e.into_inner()).1;
+    age >= switched_at.elapsed()
+}
 
 pub type BoxFut<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -51,21 +61,23 @@ pub trait Engine: Sized + 'static {
     async fn prepare_container(&self, container: &str, create: bool) -> anyhow::Result<()>;
     /// Drops a container (used by `close_namespace {drop: true}`).
     async fn drop_container(&self, container: &str) -> anyhow::Result<()>;
-    /// Builds a lazy pool bound to the container and registers it under `datasource`.
-    fn register_pool(
-        &self,
-        datasource: &str,
-        container: &str,
-        max_connections: u32,
-    ) -> anyhow::Result<Self::Pool>;
-    async fn close_pool(pool: &Self::Pool);
+    /// Builds a lazy pool whose every new connection is pointed at the container currently in
+    /// `target` (`SET search_path` / `USE`) and checked to be there.
+    fn slot_pool(&self, target: Target, max_connections: u32) -> anyhow::Result<Self::Pool>;
+    /// Registers `pool` under the process-global datasource name (once per name).
+    fn register_pool(datasource: &str, pool: Self::Pool) -> anyhow::Result<()>;
+    /// Closes every idle connection of the pool (the pool itself stays usable).
+    async fn drain_pool(pool: &Self::Pool);
     fn pool_size(pool: &Self::Pool) -> u32;
 
     async fn ensure_orchestrator_schema(datasource: &str) -> anyhow::Result<()>;
     async fn ensure_participant_schema(datasource: &str) -> anyhow::Result<()>;
     async fn ensure_effect_table(datasource: &str) -> anyhow::Result<()>;
     /// Writes one effect row through the participant's ambient transaction.
-    fn record_effect(datasource: String, effect: EffectRecord) -> BoxFut<'static, anyhow::Result<()>>;
+    fn record_effect(
+        datasource: String,
+        effect: EffectRecord,
+    ) -> BoxFut<'static, anyhow::Result<()>>;
     /// Runs `body` inside an outer transaction on `datasource` that commits when `commit`.
     async fn run_outer<T>(
         datasource: &str,
@@ -128,8 +140,11 @@ pub trait Engine: Sized + 'static {
     ) -> anyhow::Result<DispatchReport>;
 
     // Raw read-backs (the same portable columns on both engines).
-    async fn outbox_rows(datasource: &str, after_id: i64, pending_only: bool)
-        -> anyhow::Result<Vec<Value>>;
+    async fn outbox_rows(
+        datasource: &str,
+        after_id: i64,
+        pending_only: bool,
+    ) -> anyhow::Result<Vec<Value>>;
     async fn timer_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>>;
     async fn inbox_rows(datasource: &str) -> anyhow::Result<Vec<Value>>;
     async fn effect_rows(datasource: &str) -> anyhow::Result<Vec<Value>>;
@@ -138,7 +153,6 @@ pub trait Engine: Sized + 'static {
 
 /// Decodes an outbox payload for the response: the envelope JSON verbatim when it parses.
 pub fn payload_json(payload: &[u8]) -> Value {
-    serde_json::from_slice(payload).unwrap_or_else(|_| {
-        serde_json::json!({"undecodable_hex": hex::encode(payload)})
-    })
+    serde_json::from_slice(payload)
+        .unwrap_or_else(|_| serde_json::json!({"undecodable_hex": hex::encode(payload)}))
 }

@@ -2,9 +2,14 @@
 //!
 //! A namespace is one harness example's world: an orchestrator datasource (schema/database
 //! `nsg_<ns>_orch`) and one datasource per participant owner (`nsg_<ns>_<owner>`), each created
-//! by the wrapper's own `ensure_*_schema_for`. Datasource names are process-global and can be
-//! registered once, so each open gets a fresh name (`<ns>.<role>.g<seq>`); closing a namespace
-//! closes its pools (the name stays registered, pointing at a closed pool).
+//! by the wrapper's own `ensure_*_schema_for`.
+//!
+//! Datasource names are process-global, registered once, and natx-core caps a process at 128
+//! of them (`MAX_MANAGED_DATASOURCES * 2` observation slots). So the host registers *slots*
+//! (`slot.<n>`), each with its own tiny pool whose new connections are pointed at the container
+//! the slot currently serves; a namespace borrows one slot per role and gives it back on close,
+//! after its idle connections are closed. A run can open and close any number of namespaces in
+//! one process; at most `128 / (1 + owners)` are open at once.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
@@ -14,20 +19,28 @@ use nasaga_core::{ServiceIdentity, WorkflowDefinition};
 use nasaga_runtime_core::{DefinitionRegistry, Orchestrator, OrchestratorConfig, TenantActionRate};
 use serde_json::{json, Value};
 
-use crate::engine::Engine;
+use crate::engine::{Engine, Target};
 use crate::protocol::{bad, Args, HostError};
 
-/// One datasource of a namespace.
-pub struct Role<E: Engine> {
+/// A registered datasource name with its pool, lent to one namespace role at a time.
+pub struct Slot<E: Engine> {
+    pub datasource: String,
+    pub pool: E::Pool,
+    pub target: Target,
+    pub in_use: bool,
+}
+
+/// One datasource of a namespace: the slot it borrowed and the container it points at.
+pub struct Role {
     pub datasource: String,
     pub container: String,
-    pub pool: E::Pool,
+    pub slot: usize,
 }
 
 pub struct Namespace<E: Engine> {
     pub name: String,
-    pub orch: Role<E>,
-    pub owners: BTreeMap<String, Role<E>>,
+    pub orch: Role,
+    pub owners: BTreeMap<String, Role>,
     pub orch_identity: ServiceIdentity,
     pub orchestrator: Orchestrator<E::Backend>,
     /// Definitions registered directly (`register_definition`), outside the catalog.
@@ -44,7 +57,7 @@ pub struct Namespace<E: Engine> {
 }
 
 impl<E: Engine> Namespace<E> {
-    pub fn owner(&self, owner: &str) -> anyhow::Result<&Role<E>> {
+    pub fn owner(&self, owner: &str) -> anyhow::Result<&Role> {
         self.owners.get(owner).ok_or_else(|| {
             HostError::new(
                 "host.unknown_owner",
@@ -55,7 +68,7 @@ impl<E: Engine> Namespace<E> {
     }
 
     /// The datasource for a role name: `orchestrator` or a participant owner.
-    pub fn role(&self, role: &str) -> anyhow::Result<&Role<E>> {
+    pub fn role(&self, role: &str) -> anyhow::Result<&Role> {
         if role == "orchestrator" {
             Ok(&self.orch)
         } else {
@@ -85,14 +98,15 @@ pub struct Host<E: Engine> {
     pub namespaces: BTreeMap<String, Namespace<E>>,
     pub issuer: TimerFencingTokenIssuer,
     seq: AtomicU64,
-    /// Pools of closed namespaces, kept so `stats` can show they hold no connection.
-    closed_pools: Vec<E::Pool>,
+    pub slots: Vec<Slot<E>>,
 }
 
 fn valid_name(name: &str, max: usize) -> bool {
     !name.is_empty()
         && name.len() <= max
-        && name.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
 }
 
 /// The container prefix: MariaDB's grant for the ratchet user must cover `ratchet\_nsg\_%`.
@@ -151,7 +165,7 @@ impl<E: Engine> Host<E> {
             namespaces: BTreeMap::new(),
             issuer: TimerFencingTokenIssuer::new(),
             seq: AtomicU64::new(0),
-            closed_pools: Vec::new(),
+            slots: Vec::new(),
         }
     }
 
@@ -162,14 +176,22 @@ impl<E: Engine> Host<E> {
     pub fn ns(&self, args: &Args<'_>) -> anyhow::Result<&Namespace<E>> {
         let name = args.str("namespace")?;
         self.namespaces.get(name).ok_or_else(|| {
-            HostError::new("host.unknown_namespace", format!("namespace {name} is not open")).into()
+            HostError::new(
+                "host.unknown_namespace",
+                format!("namespace {name} is not open"),
+            )
+            .into()
         })
     }
 
     pub fn ns_mut(&mut self, args: &Args<'_>) -> anyhow::Result<&mut Namespace<E>> {
         let name = args.str("namespace")?;
         self.namespaces.get_mut(name).ok_or_else(|| {
-            HostError::new("host.unknown_namespace", format!("namespace {name} is not open")).into()
+            HostError::new(
+                "host.unknown_namespace",
+                format!("namespace {name} is not open"),
+            )
+            .into()
         })
     }
 
@@ -183,21 +205,77 @@ impl<E: Engine> Host<E> {
         }))
     }
 
-    async fn open_role(&self, ns: &str, role: &str, create: bool) -> anyhow::Result<Role<E>> {
+    /// Lends a free slot (registering a new one if none is free) pointed at `container`.
+    fn borrow_slot(&mut self, container: &str) -> anyhow::Result<usize> {
+        if let Some(index) = self.slots.iter().position(|s| !s.in_use) {
+            let slot = &mut self.slots[index];
+            *slot.target.lock().unwrap_or_else(|e| e.into_inner()) =
+                (container.to_owned(), std::time::Instant::now());
+            slot.in_use = true;
+            return Ok(index);
+        }
+        let target: Target = std::sync::Arc::new(std::sync::Mutex::new((
+            container.to_owned(),
+            std::time::Instant::now(),
+        )));
+        let datasource = format!("slot.{}", self.slots.len());
+        let pool = self.engine.slot_pool(target.clone(), 2)?;
+        E::register_pool(&datasource, pool.clone()).map_err(|error| {
+            HostError::new(
+                "host.datasource_capacity",
+                format!(
+                    "cannot register datasource {datasource}: {error:#} (close namespaces first)"
+                ),
+            )
+        })?;
+        self.slots.push(Slot {
+            datasource,
+            pool,
+            target,
+            in_use: true,
+        });
+        Ok(self.slots.len() - 1)
+    }
+
+    /// Closes the slot's idle connections and makes it free again.
+    async fn return_slot(&mut self, index: usize) {
+        if let Some(slot) = self.slots.get_mut(index) {
+            E::drain_pool(&slot.pool).await;
+            slot.in_use = false;
+        }
+    }
+
+    async fn open_role(
+        &mut self,
+        ns: &str,
+        role: &str,
+        create: bool,
+        created: &mut Vec<String>,
+    ) -> anyhow::Result<Role> {
         let container = format!("{}{ns}_{role}", container_prefix(self.engine.name()));
         self.engine.prepare_container(&container, create).await?;
-        let datasource = format!("{ns}.{role}.g{}", self.next_seq());
-        let pool = self.engine.register_pool(&datasource, &container, 2)?;
-        if role == "orch" {
-            E::ensure_orchestrator_schema(&datasource).await?;
-        } else {
-            E::ensure_participant_schema(&datasource).await?;
-            E::ensure_effect_table(&datasource).await?;
+        if create {
+            created.push(container.clone());
+        }
+        let slot = self.borrow_slot(&container)?;
+        let datasource = self.slots[slot].datasource.clone();
+        let schema = async {
+            if role == "orch" {
+                E::ensure_orchestrator_schema(&datasource).await
+            } else {
+                E::ensure_participant_schema(&datasource).await?;
+                E::ensure_effect_table(&datasource).await
+            }
+        }
+        .await;
+        if let Err(error) = schema {
+            self.return_slot(slot).await;
+            return Err(error);
         }
         Ok(Role {
             datasource,
             container,
-            pool,
+            slot,
         })
     }
 
@@ -208,7 +286,9 @@ impl<E: Engine> Host<E> {
             return Err(bad("namespace must be [a-z0-9_]{1,32}"));
         }
         if self.namespaces.contains_key(&name) {
-            return Err(HostError::new("host.namespace_open", format!("{name} is already open")).into());
+            return Err(
+                HostError::new("host.namespace_open", format!("{name} is already open")).into(),
+            );
         }
         let create = match args.opt_str("mode")?.unwrap_or("create") {
             "create" => true,
@@ -228,24 +308,35 @@ impl<E: Engine> Host<E> {
         .map_err(crate::convert::contract)?;
         let config = orchestrator_config(args)?;
 
-        let mut opened: Vec<Role<E>> = Vec::new();
-        let result: anyhow::Result<()> = async {
-            opened.push(self.open_role(&name, "orch", create).await?);
-            for owner in &owners {
-                opened.push(self.open_role(&name, owner, create).await?);
+        let mut opened: Vec<Role> = Vec::new();
+        let mut created: Vec<String> = Vec::new();
+        let mut result: anyhow::Result<()> = Ok(());
+        for role in std::iter::once("orch").chain(owners.iter().map(String::as_str)) {
+            match self.open_role(&name, role, create, &mut created).await {
+                Ok(opened_role) => opened.push(opened_role),
+                Err(error) => {
+                    result = Err(error);
+                    break;
+                }
             }
-            Ok(())
         }
-        .await;
         if let Err(error) = result {
+            // A failed open leaves nothing behind: slots returned, containers it created dropped.
             for role in &opened {
-                E::close_pool(&role.pool).await;
+                self.return_slot(role.slot).await;
+            }
+            for container in &created {
+                if let Err(drop_error) = self.engine.drop_container(container).await {
+                    eprintln!(
+                        "nasaga-host: dropping {container} after a failed open: {drop_error:#}"
+                    );
+                }
             }
             return Err(error);
         }
         let mut roles = opened.into_iter();
         let orch = roles.next().ok_or_else(|| bad("no orchestrator role"))?;
-        let owners_map: BTreeMap<String, Role<E>> = owners.iter().cloned().zip(roles).collect();
+        let owners_map: BTreeMap<String, Role> = owners.iter().cloned().zip(roles).collect();
         let orchestrator = Orchestrator::<E::Backend>::with_datasource(
             DefinitionRegistry::new(),
             config,
@@ -254,7 +345,10 @@ impl<E: Engine> Host<E> {
         let mut namespace = Namespace {
             name: name.clone(),
             orch,
-            calls: owners.iter().map(|o| (o.clone(), AtomicU32::new(0))).collect(),
+            calls: owners
+                .iter()
+                .map(|o| (o.clone(), AtomicU32::new(0)))
+                .collect(),
             owners: owners_map,
             orch_identity,
             orchestrator,
@@ -294,12 +388,13 @@ impl<E: Engine> Host<E> {
         let mut roles = vec![namespace.orch];
         roles.extend(namespace.owners.into_values());
         for role in &roles {
-            E::close_pool(&role.pool).await;
-            if drop_data {
+            self.return_slot(role.slot).await;
+        }
+        if drop_data {
+            for role in &roles {
                 self.engine.drop_container(&role.container).await?;
             }
         }
-        self.closed_pools.extend(roles.into_iter().map(|r| r.pool));
         Ok(json!({"closed": name, "dropped": drop_data}))
     }
 
@@ -313,20 +408,21 @@ impl<E: Engine> Host<E> {
         }
     }
 
-    /// `stats`: open namespaces and the connections their pools hold (closed pools included).
+    /// `stats`: open namespaces, slots, and the connections their pools hold.
     pub fn stats(&self) -> Value {
-        let open: u32 = self
-            .namespaces
-            .values()
-            .flat_map(|n| std::iter::once(&n.orch).chain(n.owners.values()))
-            .map(|r| E::pool_size(&r.pool))
-            .sum();
-        let closed: u32 = self.closed_pools.iter().map(E::pool_size).sum();
+        let size = |in_use: bool| -> u32 {
+            self.slots
+                .iter()
+                .filter(|s| s.in_use == in_use)
+                .map(|s| E::pool_size(&s.pool))
+                .sum()
+        };
         json!({
             "namespaces_open": self.namespaces.len(),
-            "datasources_registered": self.seq.load(Ordering::Relaxed),
-            "connections_open": open,
-            "connections_held_by_closed_pools": closed,
+            "datasource_slots": self.slots.len(),
+            "datasource_slots_in_use": self.slots.iter().filter(|s| s.in_use).count(),
+            "connections_open": size(true),
+            "connections_held_by_free_slots": size(false),
         })
     }
 }

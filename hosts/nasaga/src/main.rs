@@ -50,12 +50,29 @@ impl<F: Future> Future for CatchPanic<F> {
 async fn answer<E: Engine>(host: &mut Host<E>, line: &str) -> (String, bool) {
     let request: Value = match serde_json::from_str(line) {
         Ok(value @ Value::Object(_)) => value,
-        Ok(_) => return (error_line(&Value::Null, "host.bad_request", "a request must be a JSON object"), false),
-        Err(e) => return (error_line(&Value::Null, "host.bad_request", &format!("not JSON: {e}")), false),
+        Ok(_) => {
+            return (
+                error_line(
+                    &Value::Null,
+                    "host.bad_request",
+                    "a request must be a JSON object",
+                ),
+                false,
+            )
+        }
+        Err(e) => {
+            return (
+                error_line(&Value::Null, "host.bad_request", &format!("not JSON: {e}")),
+                false,
+            )
+        }
     };
     let id = request.get("id").cloned().unwrap_or(Value::Null);
     let Some(op) = request.get("op").and_then(Value::as_str).map(str::to_owned) else {
-        return (error_line(&id, "host.bad_request", "`op` must be a string"), false);
+        return (
+            error_line(&id, "host.bad_request", "`op` must be a string"),
+            false,
+        );
     };
     let args = Args(&request);
     let result = CatchPanic(Box::pin(host.dispatch(&op, &args))).await;
@@ -110,7 +127,10 @@ fn main() {
             _ => usage(),
         }
     }
-    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("nasaga-host: no tokio runtime: {error}");
@@ -127,12 +147,18 @@ fn main() {
     let result = match engine.as_deref() {
         Some("postgres") => runtime.block_on(serve(engine::pg::Pg {
             dsn: dsn.unwrap_or_else(|| {
-                env_or("RATCHET_PG_DSN", "postgresql://ratchet:ratchet@127.0.0.1:15432/ratchet")
+                env_or(
+                    "RATCHET_PG_DSN",
+                    "postgresql://ratchet:ratchet@127.0.0.1:15432/ratchet",
+                )
             }),
         })),
         Some("mysql") => runtime.block_on(serve(engine::mysql::MySql {
             dsn: dsn.unwrap_or_else(|| {
-                env_or("RATCHET_MYSQL_DSN", "mysql://ratchet:ratchet@127.0.0.1:13306/ratchet")
+                env_or(
+                    "RATCHET_MYSQL_DSN",
+                    "mysql://ratchet:ratchet@127.0.0.1:13306/ratchet",
+                )
             }),
         })),
         _ => usage(),

@@ -12,7 +12,9 @@
 //!   (`StartSagaError`, `SagaCommandProcessingError`, ...), named after their variants;
 //! - `step.retryable`: the harness step answered `retryable`, so the participant transaction
 //!   rolled back (nasaga returns this as a plain error);
-//! - `backend.*`: `SagaBackendError` kinds; `database.error`: anything else from the driver.
+//! - `backend.*`: `SagaBackendError` kinds; `store.*`: a store's own `SagaStoreError`
+//!   (`store.schema_contract_invalid` when its schema verification refuses the database);
+//!   `database.access_denied` / `database.error`: anything else from the driver.
 
 use nasaga_backend::{SagaBackendError, SagaBackendErrorKind};
 use nasaga_runtime_core::{
@@ -140,16 +142,42 @@ pub fn classify(error: &anyhow::Error) -> &'static str {
                 SagaBackendErrorKind::Infrastructure => "backend.infrastructure",
             };
         }
-        if cause.downcast_ref::<sqlx::Error>().is_some() {
-            return "database.error";
+        if let Some(e) = cause.downcast_ref::<nasaga_pgsql::SagaStoreError>() {
+            return store_kind(&e.to_string());
+        }
+        if let Some(e) = cause.downcast_ref::<nasaga_mysql::SagaStoreError>() {
+            return store_kind(&e.to_string());
+        }
+        if let Some(e) = cause.downcast_ref::<sqlx::Error>() {
+            let denied = e.as_database_error().is_some_and(|d| {
+                // PostgreSQL insufficient_privilege; MySQL/MariaDB ER_DBACCESS_DENIED_ERROR.
+                matches!(d.code().as_deref(), Some("42501"))
+                    || d.message().contains("Access denied")
+            });
+            return if denied {
+                "database.access_denied"
+            } else {
+                "database.error"
+            };
         }
     }
-    let text = error.to_string();
     // nasaga returns these as plain `anyhow!` errors; their text is the only signal.
-    if text.starts_with("retryable ") {
+    if error
+        .chain()
+        .any(|cause| cause.to_string().starts_with("retryable "))
+    {
         return "step.retryable";
     }
     "host.internal"
+}
+
+/// nasaga's stores report schema verification failures as a plain `SagaStoreError` text.
+fn store_kind(text: &str) -> &'static str {
+    if text.contains("contract is invalid") {
+        "store.schema_contract_invalid"
+    } else {
+        "store.error"
+    }
 }
 
 /// The response line for a successful op.
@@ -222,7 +250,8 @@ impl<'a> Args<'a> {
     }
 
     pub fn value(&self, key: &str) -> anyhow::Result<&'a Value> {
-        self.opt(key).ok_or_else(|| bad(format!("`{key}` is required")))
+        self.opt(key)
+            .ok_or_else(|| bad(format!("`{key}` is required")))
     }
 
     pub fn parse<T: serde::de::DeserializeOwned>(&self, key: &str) -> anyhow::Result<T> {

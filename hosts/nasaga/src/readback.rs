@@ -27,7 +27,8 @@ const fn col(name: &'static str, pg: &'static str, my: &'static str, kind: Kind)
     Col { name, pg, my, kind }
 }
 
-/// A read-back query: table, columns, optional string filter column, optional id cursor.
+/// A read-back query: table, columns, and the ordering, qualified by the table so that it
+/// sorts the stored values, not the text aliases of the same name.
 pub struct Query {
     pub table: &'static str,
     pub cols: &'static [Col],
@@ -36,7 +37,7 @@ pub struct Query {
 
 pub const OUTBOX: Query = Query {
     table: "outbox_event",
-    order_by: "id",
+    order_by: "outbox_event.id",
     cols: &[
         col("id", "id::TEXT", "CAST(id AS CHAR)", Kind::Int),
         col("event_id", "event_id", "event_id", Kind::Str),
@@ -44,24 +45,49 @@ pub const OUTBOX: Query = Query {
         col("aggregate_id", "aggregate_id", "aggregate_id", Kind::Str),
         col("tenant", "tenant", "tenant", Kind::Str),
         col("payload", "payload", "payload", Kind::Bytes),
-        col("dispatched", "dispatched::TEXT", "CAST(dispatched AS CHAR)", Kind::Bool),
+        col(
+            "dispatched",
+            "dispatched::TEXT",
+            "CAST(dispatched AS CHAR)",
+            Kind::Bool,
+        ),
         col("dead", "dead::TEXT", "CAST(dead AS CHAR)", Kind::Bool),
-        col("attempts", "attempts::TEXT", "CAST(attempts AS CHAR)", Kind::Int),
+        col(
+            "attempts",
+            "attempts::TEXT",
+            "CAST(attempts AS CHAR)",
+            Kind::Int,
+        ),
     ],
 };
 
 pub const TIMERS: Query = Query {
     table: "saga_timer",
-    order_by: "due_at, timer_id",
+    order_by: "saga_timer.due_at, saga_timer.timer_id",
     cols: &[
         col("timer_id", "timer_id", "timer_id", Kind::Str),
         col("saga_id", "saga_id", "saga_id", Kind::Str),
         col("scope_kind", "scope_kind", "scope_kind", Kind::Str),
         col("scope_key", "scope_key", "scope_key", Kind::Str),
         col("kind", "kind", "kind", Kind::Str),
-        col("attempt", "attempt_no::TEXT", "CAST(attempt_no AS CHAR)", Kind::Int),
-        col("due_at_ms", "due_at::TEXT", "CAST(due_at AS CHAR)", Kind::Int),
-        col("available_at_ms", "available_at::TEXT", "CAST(available_at AS CHAR)", Kind::Int),
+        col(
+            "attempt",
+            "attempt_no::TEXT",
+            "CAST(attempt_no AS CHAR)",
+            Kind::Int,
+        ),
+        col(
+            "due_at_ms",
+            "due_at::TEXT",
+            "CAST(due_at AS CHAR)",
+            Kind::Int,
+        ),
+        col(
+            "available_at_ms",
+            "available_at::TEXT",
+            "CAST(available_at AS CHAR)",
+            Kind::Int,
+        ),
         col("state", "state", "state", Kind::Str),
         col(
             "expected_saga_version",
@@ -69,16 +95,26 @@ pub const TIMERS: Query = Query {
             "CAST(expected_saga_version AS CHAR)",
             Kind::Int,
         ),
-        col("generation", "generation::TEXT", "CAST(generation AS CHAR)", Kind::Int),
+        col(
+            "generation",
+            "generation::TEXT",
+            "CAST(generation AS CHAR)",
+            Kind::Int,
+        ),
         col("owner", "owner", "owner", Kind::Str),
         col("fencing_token", "fencing_token", "fencing_token", Kind::Str),
-        col("claimed_until_ms", "claimed_until::TEXT", "CAST(claimed_until AS CHAR)", Kind::Int),
+        col(
+            "claimed_until_ms",
+            "claimed_until::TEXT",
+            "CAST(claimed_until AS CHAR)",
+            Kind::Int,
+        ),
     ],
 };
 
 pub const INBOX: Query = Query {
     table: "inbox_message",
-    order_by: "consumer_name, message_id",
+    order_by: "inbox_message.consumer_name, inbox_message.message_id",
     cols: &[
         col("consumer", "consumer_name", "consumer_name", Kind::Str),
         col("message_id", "message_id", "message_id", Kind::Str),
@@ -87,7 +123,7 @@ pub const INBOX: Query = Query {
 
 pub const GATES: Query = Query {
     table: "saga_participant_step",
-    order_by: "saga_id, step_name",
+    order_by: "saga_participant_step.saga_id, saga_participant_step.step_name",
     cols: &[
         col("saga_id", "saga_id", "saga_id", Kind::Str),
         col("step", "step_name", "step_name", Kind::Str),
@@ -99,27 +135,72 @@ pub const GATES: Query = Query {
             "CAST(definition_version AS CHAR)",
             Kind::Int,
         ),
-        col("definition_digest", "definition_digest", "definition_digest", Kind::Str),
-        col("forward_status", "forward_status", "forward_status", Kind::Str),
+        col(
+            "definition_digest",
+            "definition_digest",
+            "definition_digest",
+            Kind::Str,
+        ),
+        col(
+            "forward_status",
+            "forward_status",
+            "forward_status",
+            Kind::Str,
+        ),
         col("cancel_status", "cancel_status", "cancel_status", Kind::Str),
-        col("compensation_status", "compensation_status", "compensation_status", Kind::Str),
-        col("resolution_status", "resolution_status", "resolution_status", Kind::Str),
-        col("execute_effect_id", "execute_effect_id", "execute_effect_id", Kind::Str),
-        col("cancel_effect_id", "cancel_effect_id", "cancel_effect_id", Kind::Str),
-        col("compensate_effect_id", "compensate_effect_id", "compensate_effect_id", Kind::Str),
-        col("resolve_effect_id", "resolve_effect_id", "resolve_effect_id", Kind::Str),
+        col(
+            "compensation_status",
+            "compensation_status",
+            "compensation_status",
+            Kind::Str,
+        ),
+        col(
+            "resolution_status",
+            "resolution_status",
+            "resolution_status",
+            Kind::Str,
+        ),
+        col(
+            "execute_effect_id",
+            "execute_effect_id",
+            "execute_effect_id",
+            Kind::Str,
+        ),
+        col(
+            "cancel_effect_id",
+            "cancel_effect_id",
+            "cancel_effect_id",
+            Kind::Str,
+        ),
+        col(
+            "compensate_effect_id",
+            "compensate_effect_id",
+            "compensate_effect_id",
+            Kind::Str,
+        ),
+        col(
+            "resolve_effect_id",
+            "resolve_effect_id",
+            "resolve_effect_id",
+            Kind::Str,
+        ),
     ],
 };
 
 pub const EFFECTS: Query = Query {
     table: crate::engine::EFFECT_TABLE,
-    order_by: "seq",
+    order_by: "ratchet_effect.seq",
     cols: &[
         col("seq", "seq::TEXT", "CAST(seq AS CHAR)", Kind::Int),
         col("saga_id", "saga_id", "saga_id", Kind::Str),
         col("step", "step", "step", Kind::Str),
         col("phase", "phase", "phase", Kind::Str),
-        col("attempt", "attempt::TEXT", "CAST(attempt AS CHAR)", Kind::Int),
+        col(
+            "attempt",
+            "attempt::TEXT",
+            "CAST(attempt AS CHAR)",
+            Kind::Int,
+        ),
         col("effect_id", "effect_id", "effect_id", Kind::Str),
         col("command_id", "command_id", "command_id", Kind::Str),
         col("decision", "decision", "decision", Kind::Str),

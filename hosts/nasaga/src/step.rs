@@ -172,9 +172,7 @@ impl SagaCancelStep for HarnessStep<'_> {
             Decision::AlreadyHalted => Ok(CancelOutcome::AlreadyTerminal(
                 TerminalForwardOutcome::Halted { code: self.code },
             )),
-            Decision::ResolutionPending => {
-                Ok(CancelOutcome::ResolutionPending { code: self.code })
-            }
+            Decision::ResolutionPending => Ok(CancelOutcome::ResolutionPending { code: self.code }),
             _ => Err(SagaExecutionError::Retryable { code: self.code }),
         }
     }

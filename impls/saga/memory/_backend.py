@@ -383,6 +383,13 @@ class MemorySagaBackend:
     def readiness(self) -> None:
         return None
 
+    def drop_namespace(self) -> None:
+        """``impls.saga.NamespacedSagaBackend``: the registry entry is the namespace."""
+        _REGISTRY[self.namespace] = Tables()
+
+    def namespaces(self) -> list[str]:
+        return sorted(_REGISTRY)
+
     def close(self) -> None:
         _REGISTRY.pop(self.namespace, None)
 

@@ -1,19 +1,20 @@
 //! MariaDB/MySQL: one database per (namespace, role), pools from natx, nasaga-runtime.
 
 use std::future::Future;
+use std::str::FromStr;
 
+use naoutbox_core::{DispatchReport, OutboxPublisher};
 use nasaga_core::ServiceIdentity;
+use nasaga_runtime as wrapper;
 use nasaga_runtime_core::{
     CapabilityDescriptor, CapabilityReceipt, DefinitionActivationGate, DefinitionArtifact,
     DefinitionLifecycleOperation, DefinitionPublishDisposition, DefinitionRecord,
     DynamicCatalogSnapshot,
 };
-use nasaga_runtime as wrapper;
-use naoutbox_core::{DispatchReport, OutboxPublisher};
 use serde_json::Value;
 use sqlx::{AssertSqlSafe, Connection, Row};
 
-use super::{BoxFut, EffectRecord, Engine, EFFECT_TABLE};
+use super::{BoxFut, EffectRecord, Engine, Target, EFFECT_TABLE};
 use crate::readback::{self, Kind, Query};
 
 pub struct MySql {
@@ -66,7 +67,9 @@ fn quoted(identifier: &str) -> anyhow::Result<String> {
     anyhow::ensure!(
         !identifier.is_empty()
             && identifier.len() <= 64
-            && identifier.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            && identifier
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
         "database name must be [a-z0-9_]{{1,64}}"
     );
     Ok(format!("`{identifier}`"))
@@ -92,11 +95,12 @@ impl Engine for MySql {
     async fn prepare_container(&self, container: &str, create: bool) -> anyhow::Result<()> {
         let name = quoted(container)?;
         let mut connection = sqlx::MySqlConnection::connect(&self.dsn).await?;
-        let found: i64 =
-            sqlx::query_scalar("SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?")
-                .bind(container)
-                .fetch_one(&mut connection)
-                .await?;
+        let found: i64 = sqlx::query_scalar(
+            "SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?",
+        )
+        .bind(container)
+        .fetch_one(&mut connection)
+        .await?;
         let exists = found > 0;
         let result = match (create, exists) {
             (true, true) => Err(crate::protocol::HostError::new(
@@ -109,11 +113,13 @@ impl Engine for MySql {
                 format!("database {container} does not exist"),
             )
             .into()),
-            (true, false) => sqlx::query(AssertSqlSafe(format!("CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin")))
-                .execute(&mut connection)
-                .await
-                .map(drop)
-                .map_err(anyhow::Error::from),
+            (true, false) => sqlx::query(AssertSqlSafe(format!(
+                "CREATE DATABASE {name} CHARACTER SET utf8mb4 COLLATE utf8mb4_bin"
+            )))
+            .execute(&mut connection)
+            .await
+            .map(drop)
+            .map_err(anyhow::Error::from),
             (false, true) => Ok(()),
         };
         connection.close().await?;
@@ -130,29 +136,54 @@ impl Engine for MySql {
         Ok(())
     }
 
-    fn register_pool(
-        &self,
-        datasource: &str,
-        container: &str,
-        max_connections: u32,
-    ) -> anyhow::Result<Self::Pool> {
-        let mut url = url::Url::parse(&self.dsn)?;
-        url.set_path(&format!("/{container}"));
-        let config = natx::datasource::DataSourceConfig {
-            url: url.to_string(),
-            max_connections,
-            min_connections: 0,
-            acquire_timeout_ms: 10_000,
-            connect_timeout_ms: 5_000,
-            probe_on_start: false,
-        };
-        let pool = natx::datasource::build_pool(&config)?;
-        natx::try_init_datasource(datasource, pool.clone())?;
-        Ok(pool)
+    fn slot_pool(&self, target: Target, max_connections: u32) -> anyhow::Result<Self::Pool> {
+        let options = sqlx::mysql::MySqlConnectOptions::from_str(&self.dsn)?;
+        Ok(sqlx::mysql::MySqlPoolOptions::new()
+            .max_connections(max_connections)
+            .min_connections(0)
+            // An open namespace that sits idle gives its connections back to the shared server.
+            .idle_timeout(std::time::Duration::from_secs(30))
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .before_acquire({
+                let target = target.clone();
+                move |_, meta| {
+                    let fresh = !super::predates_switch(&target, meta.age);
+                    Box::pin(async move { Ok(fresh) })
+                }
+            })
+            .after_connect(move |connection, _| {
+                let database = target.lock().unwrap_or_else(|e| e.into_inner()).0.clone();
+                Box::pin(async move {
+                    sqlx::query(AssertSqlSafe(format!("USE `{database}`")))
+                        .execute(&mut *connection)
+                        .await?;
+                    let current: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
+                        .fetch_one(&mut *connection)
+                        .await?;
+                    if current.as_deref() == Some(database.as_str()) {
+                        Ok(())
+                    } else {
+                        Err(sqlx::Error::Protocol(format!(
+                            "database {database} is unavailable"
+                        )))
+                    }
+                })
+            })
+            .connect_lazy_with(options))
     }
 
-    async fn close_pool(pool: &Self::Pool) {
-        pool.close().await;
+    fn register_pool(datasource: &str, pool: Self::Pool) -> anyhow::Result<()> {
+        natx::try_init_datasource(datasource, pool)
+    }
+
+    async fn drain_pool(pool: &Self::Pool) {
+        // Connections on their way back to the pool (returned by spawned tasks) land first.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        while let Some(connection) = pool.try_acquire() {
+            let _ = connection.close().await;
+        }
     }
 
     fn pool_size(pool: &Self::Pool) -> u32 {
@@ -305,7 +336,10 @@ impl Engine for MySql {
                 )
                 .await
             }
-            None => wrapper::deprecate_definition_for(datasource, actor, tenant, workflow, version).await,
+            None => {
+                wrapper::deprecate_definition_for(datasource, actor, tenant, workflow, version)
+                    .await
+            }
         }
     }
 
@@ -340,12 +374,26 @@ impl Engine for MySql {
         } else {
             "id > ?"
         };
-        fetch(datasource, &readback::OUTBOX, filter, &[Bind::Int(after_id)]).await
+        fetch(
+            datasource,
+            &readback::OUTBOX,
+            filter,
+            &[Bind::Int(after_id)],
+        )
+        .await
     }
 
     async fn timer_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>> {
         match saga_id {
-            Some(id) => fetch(datasource, &readback::TIMERS, "saga_id = ?", &[Bind::Str(id)]).await,
+            Some(id) => {
+                fetch(
+                    datasource,
+                    &readback::TIMERS,
+                    "saga_id = ?",
+                    &[Bind::Str(id)],
+                )
+                .await
+            }
             None => fetch(datasource, &readback::TIMERS, "1 = 1", &[]).await,
         }
     }
@@ -360,7 +408,15 @@ impl Engine for MySql {
 
     async fn gate_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>> {
         match saga_id {
-            Some(id) => fetch(datasource, &readback::GATES, "saga_id = ?", &[Bind::Str(id)]).await,
+            Some(id) => {
+                fetch(
+                    datasource,
+                    &readback::GATES,
+                    "saga_id = ?",
+                    &[Bind::Str(id)],
+                )
+                .await
+            }
             None => fetch(datasource, &readback::GATES, "1 = 1", &[]).await,
         }
     }

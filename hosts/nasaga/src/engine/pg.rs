@@ -1,7 +1,9 @@
 //! PostgreSQL: one schema per (namespace, role), pools from natx-pgsql, nasaga-runtime-pgsql.
 
 use std::future::Future;
+use std::str::FromStr;
 
+use naoutbox_core::{DispatchReport, OutboxPublisher};
 use nasaga_core::ServiceIdentity;
 use nasaga_runtime_core::{
     CapabilityDescriptor, CapabilityReceipt, DefinitionActivationGate, DefinitionArtifact,
@@ -9,11 +11,10 @@ use nasaga_runtime_core::{
     DynamicCatalogSnapshot,
 };
 use nasaga_runtime_pgsql as wrapper;
-use naoutbox_core::{DispatchReport, OutboxPublisher};
 use serde_json::Value;
 use sqlx::{AssertSqlSafe, Connection, Row};
 
-use super::{BoxFut, EffectRecord, Engine, EFFECT_TABLE};
+use super::{BoxFut, EffectRecord, Engine, Target, EFFECT_TABLE};
 use crate::readback::{self, Kind, Query};
 
 pub struct Pg {
@@ -66,7 +67,9 @@ fn quoted(identifier: &str) -> anyhow::Result<String> {
     anyhow::ensure!(
         !identifier.is_empty()
             && identifier.len() <= 63
-            && identifier.bytes().all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
+            && identifier
+                .bytes()
+                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'),
         "schema name must be [a-z0-9_]{{1,63}}"
     );
     Ok(format!("\"{identifier}\""))
@@ -122,34 +125,63 @@ impl Engine for Pg {
     async fn drop_container(&self, container: &str) -> anyhow::Result<()> {
         let name = quoted(container)?;
         let mut connection = sqlx::PgConnection::connect(&self.dsn).await?;
-        sqlx::query(AssertSqlSafe(format!("DROP SCHEMA IF EXISTS {name} CASCADE")))
-            .execute(&mut connection)
-            .await?;
+        sqlx::query(AssertSqlSafe(format!(
+            "DROP SCHEMA IF EXISTS {name} CASCADE"
+        )))
+        .execute(&mut connection)
+        .await?;
         connection.close().await?;
         Ok(())
     }
 
-    fn register_pool(
-        &self,
-        datasource: &str,
-        container: &str,
-        max_connections: u32,
-    ) -> anyhow::Result<Self::Pool> {
-        let config = natx_pgsql::datasource::DataSourceConfig {
-            url: self.dsn.clone(),
-            max_connections,
-            min_connections: 0,
-            acquire_timeout_ms: 10_000,
-            connect_timeout_ms: 5_000,
-            probe_on_start: false,
-        };
-        let pool = natx_pgsql::datasource::build_pool_in_schema(&config, container)?;
-        natx_pgsql::try_init_datasource(datasource, pool.clone())?;
-        Ok(pool)
+    fn slot_pool(&self, target: Target, max_connections: u32) -> anyhow::Result<Self::Pool> {
+        let options = sqlx::postgres::PgConnectOptions::from_str(&self.dsn)?;
+        Ok(sqlx::postgres::PgPoolOptions::new()
+            .max_connections(max_connections)
+            .min_connections(0)
+            // An open namespace that sits idle gives its connections back to the shared server.
+            .idle_timeout(std::time::Duration::from_secs(30))
+            .acquire_timeout(std::time::Duration::from_secs(10))
+            .before_acquire({
+                let target = target.clone();
+                move |_, meta| {
+                    let fresh = !super::predates_switch(&target, meta.age);
+                    Box::pin(async move { Ok(fresh) })
+                }
+            })
+            .after_connect(move |connection, _| {
+                let schema = target.lock().unwrap_or_else(|e| e.into_inner()).0.clone();
+                Box::pin(async move {
+                    sqlx::query(AssertSqlSafe(format!("SET search_path TO \"{schema}\"")))
+                        .execute(&mut *connection)
+                        .await?;
+                    let current: Option<String> = sqlx::query_scalar("SELECT current_schema()")
+                        .fetch_one(&mut *connection)
+                        .await?;
+                    if current.as_deref() == Some(schema.as_str()) {
+                        Ok(())
+                    } else {
+                        Err(sqlx::Error::Protocol(format!(
+                            "schema {schema} is unavailable"
+                        )))
+                    }
+                })
+            })
+            .connect_lazy_with(options))
     }
 
-    async fn close_pool(pool: &Self::Pool) {
-        pool.close().await;
+    fn register_pool(datasource: &str, pool: Self::Pool) -> anyhow::Result<()> {
+        natx_pgsql::try_init_datasource(datasource, pool)
+    }
+
+    async fn drain_pool(pool: &Self::Pool) {
+        // Connections on their way back to the pool (returned by spawned tasks) land first.
+        for _ in 0..4 {
+            tokio::task::yield_now().await;
+        }
+        while let Some(connection) = pool.try_acquire() {
+            let _ = connection.close().await;
+        }
     }
 
     fn pool_size(pool: &Self::Pool) -> u32 {
@@ -301,7 +333,10 @@ impl Engine for Pg {
                 )
                 .await
             }
-            None => wrapper::deprecate_definition_for(datasource, actor, tenant, workflow, version).await,
+            None => {
+                wrapper::deprecate_definition_for(datasource, actor, tenant, workflow, version)
+                    .await
+            }
         }
     }
 
@@ -336,12 +371,26 @@ impl Engine for Pg {
         } else {
             "id > $1"
         };
-        fetch(datasource, &readback::OUTBOX, filter, &[Bind::Int(after_id)]).await
+        fetch(
+            datasource,
+            &readback::OUTBOX,
+            filter,
+            &[Bind::Int(after_id)],
+        )
+        .await
     }
 
     async fn timer_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>> {
         match saga_id {
-            Some(id) => fetch(datasource, &readback::TIMERS, "saga_id = $1", &[Bind::Str(id)]).await,
+            Some(id) => {
+                fetch(
+                    datasource,
+                    &readback::TIMERS,
+                    "saga_id = $1",
+                    &[Bind::Str(id)],
+                )
+                .await
+            }
             None => fetch(datasource, &readback::TIMERS, "TRUE", &[]).await,
         }
     }
@@ -356,7 +405,15 @@ impl Engine for Pg {
 
     async fn gate_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>> {
         match saga_id {
-            Some(id) => fetch(datasource, &readback::GATES, "saga_id = $1", &[Bind::Str(id)]).await,
+            Some(id) => {
+                fetch(
+                    datasource,
+                    &readback::GATES,
+                    "saga_id = $1",
+                    &[Bind::Str(id)],
+                )
+                .await
+            }
             None => fetch(datasource, &readback::GATES, "TRUE", &[]).await,
         }
     }

@@ -3,9 +3,8 @@
 
 use nasaga_core::{ServiceIdentity, WorkflowDefinition};
 use nasaga_runtime_core::{
-    select_capability_routes, CapabilityDescriptor, DefinitionActivationGate,
-    DefinitionArtifact, DefinitionLifecycleOperation, DefinitionPublishDisposition,
-    DynamicCatalogSnapshot,
+    select_capability_routes, CapabilityDescriptor, DefinitionActivationGate, DefinitionArtifact,
+    DefinitionLifecycleOperation, DefinitionPublishDisposition, DynamicCatalogSnapshot,
 };
 use serde_json::{json, Value};
 use sha2::{Digest as _, Sha256};
@@ -20,11 +19,17 @@ const DEFAULT_TRANSPORT: &str = "grpc";
 /// The result-credential digest an owner's capability carries and the activation gate accepts:
 /// a stand-in for the transport credential (this host delivers in-process, no transport).
 fn result_contract_digest(owner: &str) -> String {
-    hex::encode(Sha256::digest(format!("ratchet-result-contract:{owner}").as_bytes()))
+    hex::encode(Sha256::digest(
+        format!("ratchet-result-contract:{owner}").as_bytes(),
+    ))
 }
 
 fn key<'a>(args: &Args<'a>) -> anyhow::Result<(&'a str, &'a str, u32)> {
-    Ok((args.str("tenant")?, args.str("workflow")?, args.u32_or("version", 0)?))
+    Ok((
+        args.str("tenant")?,
+        args.str("workflow")?,
+        args.u32_or("version", 0)?,
+    ))
 }
 
 fn operation(args: &Args<'_>) -> anyhow::Result<Option<DefinitionLifecycleOperation>> {
@@ -126,12 +131,20 @@ impl<E: Engine> Host<E> {
         let spec: DefinitionSpec = args.parse("definition")?;
         let definition = convert::workflow_definition(&spec)?;
         let namespace = self.ns_mut(args)?;
-        if !namespace.static_defs.iter().any(|d| d.digest() == definition.digest()) {
+        if !namespace
+            .static_defs
+            .iter()
+            .any(|d| d.digest() == definition.digest())
+        {
             namespace.static_defs.push(definition.clone());
         }
         if let Err(error) = namespace.install_registry() {
-            namespace.static_defs.retain(|d| d.digest() != definition.digest());
-            return Err(HostError::new("definition.registry_rejected", format!("{error:#}")).into());
+            namespace
+                .static_defs
+                .retain(|d| d.digest() != definition.digest());
+            return Err(
+                HostError::new("definition.registry_rejected", format!("{error:#}")).into(),
+            );
         }
         namespace.remember(&definition);
         Ok(convert::definition(&definition))
@@ -142,14 +155,18 @@ impl<E: Engine> Host<E> {
         let spec: DefinitionSpec = args.parse("definition")?;
         let definition = convert::workflow_definition(&spec)?;
         let namespace = self.ns_mut(args)?;
-        let tenant = spec.tenant.as_deref().ok_or_else(|| bad("definition.tenant is required"))?;
+        let tenant = spec
+            .tenant
+            .as_deref()
+            .ok_or_else(|| bad("definition.tenant is required"))?;
         let owner = spec
             .workflow_owner
             .clone()
             .unwrap_or_else(|| namespace.orch_identity.as_str().to_owned());
         let artifact = DefinitionArtifact::from_definition(tenant, owner.clone(), &definition);
         let (disposition, record) =
-            E::publish_definition(&namespace.orch.datasource, &identity(&owner)?, &artifact).await?;
+            E::publish_definition(&namespace.orch.datasource, &identity(&owner)?, &artifact)
+                .await?;
         namespace.remember(&definition);
         Ok(json!({
             "disposition": match disposition {
@@ -180,7 +197,8 @@ impl<E: Engine> Host<E> {
         let (_, definition) = Self::definition_of(namespace, key).await?;
         let descriptor = descriptor_for(key.0, &definition, args.str("step")?, args)?;
         let actor = identity(args.opt_str("actor")?.unwrap_or(&descriptor.owner))?;
-        let receipt = E::register_capability(&namespace.orch.datasource, &actor, &descriptor).await?;
+        let receipt =
+            E::register_capability(&namespace.orch.datasource, &actor, &descriptor).await?;
         Ok(json!({"receipt": receipt, "descriptor": descriptor}))
     }
 
@@ -198,8 +216,7 @@ impl<E: Engine> Host<E> {
         if args.bool_or("register_capabilities", true)? {
             for step in definition.steps() {
                 let descriptor = descriptor_for(key.0, &definition, step.name().as_str(), args)?;
-                let receipt =
-                    E::register_capability(&ds, step.owner(), &descriptor).await?;
+                let receipt = E::register_capability(&ds, step.owner(), &descriptor).await?;
                 receipts.push(receipt);
             }
         }
@@ -210,7 +227,11 @@ impl<E: Engine> Host<E> {
             snapshot.snapshot_digest.clone(),
             transport,
         )?;
-        let mut owners: Vec<&str> = definition.steps().iter().map(|s| s.owner().as_str()).collect();
+        let mut owners: Vec<&str> = definition
+            .steps()
+            .iter()
+            .map(|s| s.owner().as_str())
+            .collect();
         owners.dedup();
         for owner in owners {
             gate = gate.with_result_contract_digest(owner, result_contract_digest(owner))?;
@@ -275,7 +296,9 @@ impl<E: Engine> Host<E> {
     /// `load_dynamic_catalog {namespace}` → the `DynamicCatalogSnapshot` (not installed).
     pub async fn load_dynamic_catalog(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let namespace = self.ns(args)?;
-        Ok(snapshot_json(&E::load_dynamic_catalog(&namespace.orch.datasource).await?))
+        Ok(snapshot_json(
+            &E::load_dynamic_catalog(&namespace.orch.datasource).await?,
+        ))
     }
 
     /// `select_capability_routes {namespace, tenant, workflow, version, step, transport?}`.
@@ -291,7 +314,8 @@ impl<E: Engine> Host<E> {
             .find(|s| s.name().as_str() == step_name)
             .ok_or_else(|| bad(format!("definition has no step {step_name}")))?;
         let transport = args.opt_str("transport")?.unwrap_or(DEFAULT_TRANSPORT);
-        let routes = select_capability_routes(&snapshot.capabilities, transport, key.0, &definition, step)?;
+        let routes =
+            select_capability_routes(&snapshot.capabilities, transport, key.0, &definition, step)?;
         Ok(json!({"routes": routes}))
     }
 

@@ -3,8 +3,7 @@
 
 use nasaga_core::{SagaId, SagaStatus, TenantId, WorkflowName};
 use nasaga_runtime_core::{
-    SagaAuditPageCursor, SagaManagementContext,
-    SagaManagementExpectation, SagaManagementPermission,
+    SagaAuditPageCursor, SagaManagementContext, SagaManagementExpectation, SagaManagementPermission,
 };
 use serde_json::{json, Value};
 
@@ -54,9 +53,8 @@ fn expectation(args: &Args<'_>) -> anyhow::Result<SagaManagementExpectation> {
         return Ok(SagaManagementExpectation::default());
     };
     let e = Args(raw);
-    let version = |key: &str| -> anyhow::Result<Option<u64>> {
-        Ok(e.opt_i64(key)?.map(|v| v.max(0) as u64))
-    };
+    let version =
+        |key: &str| -> anyhow::Result<Option<u64>> { Ok(e.opt_i64(key)?.map(|v| v.max(0) as u64)) };
     Ok(SagaManagementExpectation::new(
         version("state_version")?,
         version("control_version")?,
@@ -121,7 +119,13 @@ impl<E: Engine> Host<E> {
             ),
             "manual_close" => Some(
                 orchestrator
-                    .manual_close_with_expectation(&management, &tenant, &saga_id, operation_id, expect)
+                    .manual_close_with_expectation(
+                        &management,
+                        &tenant,
+                        &saga_id,
+                        operation_id,
+                        expect,
+                    )
                     .await?,
             ),
             other => return Err(bad(format!("unknown management action {other}"))),
@@ -160,10 +164,18 @@ impl<E: Engine> Host<E> {
         let (tenant, saga_id) = ids(args)?;
         let cursor = args
             .opt_i64("after_audit_seq")?
-            .map(|s| SagaAuditPageCursor { audit_seq: s.max(0) as u64 });
+            .map(|s| SagaAuditPageCursor {
+                audit_seq: s.max(0) as u64,
+            });
         let page = namespace
             .orchestrator
-            .load_audit_page(&context(args)?, &tenant, &saga_id, cursor.as_ref(), args.u32_or("limit", 1000)?)
+            .load_audit_page(
+                &context(args)?,
+                &tenant,
+                &saga_id,
+                cursor.as_ref(),
+                args.u32_or("limit", 1000)?,
+            )
             .await?;
         Ok(json!({
             "records": page.records.iter().map(convert::audit_record).collect::<Vec<_>>(),

@@ -15,7 +15,10 @@ impl<E: Engine> Host<E> {
         let namespace = self.ns(args)?;
         let tenant = TenantId::new(args.str("tenant")?).map_err(convert::contract)?;
         let saga_id = SagaId::new(args.str("saga_id")?).map_err(convert::contract)?;
-        let row = namespace.orchestrator.load_instance(&tenant, &saga_id).await?;
+        let row = namespace
+            .orchestrator
+            .load_instance(&tenant, &saga_id)
+            .await?;
         Ok(json!({"instance": row.as_ref().map(convert::instance)}))
     }
 

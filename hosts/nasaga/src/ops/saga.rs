@@ -3,6 +3,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
+use naoutbox_core::{OutboxEvent, OutboxPublishError, OutboxPublisher};
 use nasaga_core::{
     BusinessKey, CancelMode, DefinitionVersion, SagaId, SagaPayload, ServiceIdentity, StepName,
     TenantId, TriggerKind, WorkflowDefinition, WorkflowName,
@@ -11,7 +12,6 @@ use nasaga_runtime_core::{
     HandleOutcome, ParticipantCommandTrust, ParticipantHandled, ParticipantRuntime,
     SagaCommandEnvelope, SagaResultEnvelope, StartOutcome, StartSagaRequest,
 };
-use naoutbox_core::{OutboxEvent, OutboxPublishError, OutboxPublisher};
 use serde_json::{json, Value};
 
 use crate::convert;
@@ -73,7 +73,11 @@ fn trigger_kind(text: &str) -> anyhow::Result<TriggerKind> {
         "event" => TriggerKind::Event,
         "admin" => TriggerKind::Admin,
         "timer" => TriggerKind::Timer,
-        other => return Err(bad(format!("trigger_kind must be event, admin or timer, not {other}"))),
+        other => {
+            return Err(bad(format!(
+                "trigger_kind must be event, admin or timer, not {other}"
+            )))
+        }
     })
 }
 
@@ -189,9 +193,14 @@ impl<E: Engine> Host<E> {
             None => run.await,
             Some("commit") => E::run_outer(&namespace.orch.datasource, true, run).await,
             Some("rollback") => E::run_outer(&namespace.orch.datasource, false, run).await,
-            Some(other) => return Err(bad(format!("outer must be commit or rollback, not {other}"))),
+            Some(other) => {
+                return Err(bad(format!(
+                    "outer must be commit or rollback, not {other}"
+                )))
+            }
         };
-        let outcome = outcome.map_err(|e| e.context(format!("eligibility_calls={}", eligibility.calls())))?;
+        let outcome =
+            outcome.map_err(|e| e.context(format!("eligibility_calls={}", eligibility.calls())))?;
         let (name, row) = match &outcome {
             StartOutcome::Started(row) => ("started", row),
             StartOutcome::AlreadyExists(row) => ("already_exists", row),
@@ -226,8 +235,12 @@ impl<E: Engine> Host<E> {
             events: Mutex::new(Vec::new()),
             fail_at: args.opt_i64("fail_at")?.map(|n| n.max(0) as usize),
         };
-        let report = E::dispatch_outbox(&role.datasource, &capture, args.u32_or("limit", 100)?).await?;
-        let events = capture.events.into_inner().unwrap_or_else(|e| e.into_inner());
+        let report =
+            E::dispatch_outbox(&role.datasource, &capture, args.u32_or("limit", 100)?).await?;
+        let events = capture
+            .events
+            .into_inner()
+            .unwrap_or_else(|e| e.into_inner());
         Ok(json!({
             "published": report.published,
             "total": report.total,
@@ -282,7 +295,8 @@ impl<E: Engine> Host<E> {
             )
             .into());
         }
-        let runtime = ParticipantRuntime::<E::Backend>::with_datasource(owner, trusts, &role.datasource)?;
+        let runtime =
+            ParticipantRuntime::<E::Backend>::with_datasource(owner, trusts, &role.datasource)?;
         let step_def = definition_for(namespace, &envelope.definition_digest).and_then(|d| {
             StepName::new(&envelope.step)
                 .ok()
@@ -333,17 +347,15 @@ impl<E: Engine> Host<E> {
         let namespace = self.ns(args)?;
         let envelope: SagaResultEnvelope = serde_json::from_value(args.value("envelope")?.clone())
             .map_err(|e| HostError::new("host.bad_envelope", e.to_string()))?;
-        let default_owner = definition_for(namespace, &envelope.definition_digest)
-            .and_then(|d| {
-                StepName::new(&envelope.step)
-                    .ok()
-                    .and_then(|name| d.step(&name).map(|s| s.owner().as_str().to_owned()))
-            });
+        let default_owner = definition_for(namespace, &envelope.definition_digest).and_then(|d| {
+            StepName::new(&envelope.step)
+                .ok()
+                .and_then(|name| d.step(&name).map(|s| s.owner().as_str().to_owned()))
+        });
         let producer_text = match args.opt_str("producer")? {
             Some(p) => p.to_owned(),
-            None => default_owner.ok_or_else(|| {
-                bad("unknown step owner for this envelope: pass `producer`")
-            })?,
+            None => default_owner
+                .ok_or_else(|| bad("unknown step owner for this envelope: pass `producer`"))?,
         };
         let producer = ServiceIdentity::new(&producer_text).map_err(convert::contract)?;
         let eligibility = Eligibility::from_args(args)?;
@@ -371,4 +383,3 @@ impl<E: Engine> Host<E> {
         })
     }
 }
-

@@ -5,7 +5,7 @@
 //! `TimerFencingToken` is neither `Clone` nor constructible from text), handing the harness a
 //! claim handle. A stale handle's token reaches nasaga's fencing check unchanged.
 
-use nasaga_backend::{SagaBackendFactory, SagaBackend, SagaTimerStore, TimerFencing};
+use nasaga_backend::{SagaBackend, SagaBackendFactory, SagaTimerStore, TimerFencing};
 use nasaga_runtime_core::TimerOutcome;
 use serde_json::{json, Value};
 
@@ -53,21 +53,29 @@ impl<E: Engine> Host<E> {
     pub async fn fire_timer(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let namespace = self.ns(args)?;
         let claim = args.str("claim")?;
-        let batch = namespace.claims.get(claim).ok_or_else(|| unknown_claim(claim))?;
+        let batch = namespace
+            .claims
+            .get(claim)
+            .ok_or_else(|| unknown_claim(claim))?;
         let timer_id = args.str("timer_id")?;
         let timer = batch
             .timers()
             .iter()
             .find(|t| t.timer_id == timer_id)
             .ok_or_else(|| {
-                HostError::new("host.unknown_timer", format!("claim {claim} holds no timer {timer_id}"))
+                HostError::new(
+                    "host.unknown_timer",
+                    format!("claim {claim} holds no timer {timer_id}"),
+                )
             })?;
         let outcome = namespace
             .orchestrator
             .fire_timer(timer, batch.token(), args.i64("now_ms")?)
             .await?;
         Ok(match outcome {
-            TimerOutcome::Applied { status } => json!({"outcome": "applied", "status": status.as_str()}),
+            TimerOutcome::Applied { status } => {
+                json!({"outcome": "applied", "status": status.as_str()})
+            }
             TimerOutcome::SkippedPaused => json!({"outcome": "skipped_paused", "status": null}),
             TimerOutcome::SkippedFencingLost => {
                 json!({"outcome": "skipped_fencing_lost", "status": null})
@@ -80,7 +88,10 @@ impl<E: Engine> Host<E> {
     pub async fn release_timer(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let namespace = self.ns(args)?;
         let claim = args.str("claim")?;
-        let batch = namespace.claims.get(claim).ok_or_else(|| unknown_claim(claim))?;
+        let batch = namespace
+            .claims
+            .get(claim)
+            .ok_or_else(|| unknown_claim(claim))?;
         let backend = E::Backend::backend_for(&namespace.orch.datasource)?;
         let fencing = backend
             .store()
@@ -91,7 +102,9 @@ impl<E: Engine> Host<E> {
                 args.i64("available_at_ms")?,
             )
             .await?;
-        Ok(json!({"outcome": match fencing { TimerFencing::Applied => "applied", TimerFencing::Lost => "lost" }}))
+        Ok(
+            json!({"outcome": match fencing { TimerFencing::Applied => "applied", TimerFencing::Lost => "lost" }}),
+        )
     }
 
     /// `drop_claim {namespace, claim}`: forgets a claim (its lease simply runs out).

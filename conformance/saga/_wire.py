@@ -1,0 +1,95 @@
+"""Wire faults in the saga suite: a unit's COMMIT meets the fault proxy (S-TX-02).
+
+Mixed into ``SagaMachine`` only for a backend reached through a proxy (``SagaTarget.specialise``),
+so the machines of embedded backends keep their rules and draws. ``arm_wire_fault`` picks a kind;
+the next unit whose fate is decided as a plain COMMIT (``_set_fate``) then really commits on the
+server while the proxy meets exactly that COMMIT, armed by the runtime's own fate hook (``_fate``),
+which it calls just before it sends COMMIT:
+
+* ``wire-commit-reply-lost``: the server commits and the answer is lost; the driver reports the
+  connection gone while COMMIT was in flight, the backend must say OUTCOME_UNKNOWN and the
+  runtime report ``OutcomeUnknown``. The model takes the fate "unknown, applied";
+* ``wire-commit-reset-before``: the connection is reset as COMMIT leaves, the server rolls the
+  transaction back; the backend still cannot tell, so OUTCOME_UNKNOWN again; the model takes
+  "unknown, not applied".
+
+Either way the uncertainty is the backend's own, and it is settled on the next read: the
+after-step comparison reads every row back and must find the model's side of it. A backend that
+turns the lost answer into a definite rollback makes the runtime run the unit again on top of
+its own committed writes, which the model does not allow.
+"""
+
+from __future__ import annotations
+
+from hypothesis import strategies as st
+from hypothesis.stateful import rule
+
+from conformance._faults import FaultKind
+from conformance._machine import step
+from conformance.saga._machine import SagaMachine
+from conformance.wire import SAGA_WIRE_FAULTS, WIRE_COMMIT_REPLY_LOST, FaultProxy, WireAction
+from model import saga as m
+
+
+class SagaWireRules(SagaMachine):
+    proxy: FaultProxy
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.wire_pending: FaultKind | None = None  # armed by the rule, for the next plain COMMIT
+        self.wire_commit: FaultKind | None = None  # given to the unit whose fate was just decided
+        self.context.stats.details["wire"] = "True"
+
+    @rule(kind=st.sampled_from(tuple(SAGA_WIRE_FAULTS)))
+    @step
+    def arm_wire_fault(self, kind: str) -> None:
+        """The next unit that commits meets ``kind`` on its COMMIT (S-TX-02)."""
+        if self.context.faults.allows(kind):
+            self.wire_pending = SAGA_WIRE_FAULTS[kind]
+
+    def _set_fate(self, name: str) -> m.CommitFate:
+        fate = super()._set_fate(name)
+        kind, self.wire_pending = self.wire_pending, None
+        if fate is not m.CommitFate.COMMITTED or kind is None:
+            self.wire_pending = kind  # an injected fate of its own goes first; keep the wire for later
+            return fate
+        self.wire_commit = kind
+        self.fate = (
+            m.CommitFate.UNKNOWN_APPLIED
+            if kind is WIRE_COMMIT_REPLY_LOST
+            else m.CommitFate.UNKNOWN_NOT_APPLIED
+        )
+        return self.fate
+
+    wire_armed: FaultKind | None = None  # met by this step's COMMIT, to count after the step
+
+    def _fate(self, unit: str) -> m.CommitFate:
+        fate = super()._fate(unit)
+        kind, self.wire_commit = self.wire_commit, None
+        if kind is None:
+            return fate
+        # The runtime sends COMMIT right after asking: the proxy meets that very COMMIT.
+        action = WireAction.REPLY_LOST if kind is WIRE_COMMIT_REPLY_LOST else WireAction.RESET_BEFORE
+        self.proxy.arm(action, 1, match="COMMIT")
+        self.note(f"{unit}: COMMIT goes out through the proxy armed with {kind.name}")
+        self.wire_armed = kind
+        return m.CommitFate.COMMITTED
+
+    def at_quiescence(self) -> None:
+        self.wire_pending = self.wire_commit = None  # quiescence runs without faults
+        super().at_quiescence()
+
+    def after_step(self) -> None:
+        kind, self.wire_armed = self.wire_armed, None
+        if self.wire_commit is not None:
+            # The step decided a fate but no unit reached COMMIT (a refusal, nothing to deliver):
+            # the fault waits for the next unit that commits.
+            self.wire_pending, self.wire_commit = self.wire_commit, None
+        if kind is not None:
+            hits = self.proxy.disarm()
+            if hits:
+                self.context.inject(kind.name)
+                self.note("; ".join(hit.render() for hit in hits))
+            else:
+                self.note(f"{kind.name} was armed, but no COMMIT went out")
+        super().after_step()

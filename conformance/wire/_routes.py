@@ -1,0 +1,67 @@
+"""Routing a backend through a fault proxy: one ``FaultProxy`` per real endpoint, per process.
+
+A backend opts in by naming its service (``BackendSpec.service``) and by factories that take an
+``endpoint`` keyword (docs/backend-authors.md). ``route(service)`` starts (once) the proxy in
+front of the service's configured endpoint and returns the endpoint to hand the factory instead:
+the same URL or DSN with the proxy's address, plus the client options a stall needs to end (the
+Redis client's read timeout; the other drivers bound their reads themselves or are reset by the
+proxy when a stall ends).
+"""
+
+from __future__ import annotations
+
+import inspect
+import threading
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from conformance.wire._proxy import FaultProxy
+from impls import endpoints
+
+#: How long a stalled answer is held before the proxy resets the connection, and the client
+#: timeout that makes a driver give up first (so the stall is "past the client's timeout").
+STALL_S = 2.0
+REDIS_CLIENT_TIMEOUT_S = 0.5
+
+_lock = threading.Lock()
+_proxies: dict[tuple[str, str], FaultProxy] = {}
+
+
+@attrs.frozen
+class WireRoute:
+    """A service reached through a proxy: the proxy to arm, the endpoint to give the factories."""
+
+    service: str
+    proxy: FaultProxy = attrs.field(eq=False)
+    endpoint: str
+
+
+def route(service: str) -> WireRoute:
+    """The proxied route to ``service``'s configured endpoint; ``ValueError`` for an unknown one."""
+    upstream = endpoints.endpoint(service)
+    with _lock:
+        proxy = _proxies.get((service, upstream))
+        if proxy is None:
+            proxy = FaultProxy(service, endpoints.address_of(service, upstream), stall_s=STALL_S)
+            _proxies[(service, upstream)] = proxy
+        host, port = proxy.start()
+    proxied = endpoints.with_address(service, upstream, host, port)
+    if service == "redis":
+        joiner = "&" if "?" in proxied else "?"
+        proxied = f"{proxied}{joiner}socket_timeout={REDIS_CLIENT_TIMEOUT_S}"
+    return WireRoute(service, proxy, proxied)
+
+
+def accepts_endpoint(factory: Callable[..., Any]) -> bool:
+    """Whether a factory takes the ``endpoint`` keyword (how a backend opts in to the wire faults)."""
+    try:
+        parameters = inspect.signature(factory).parameters
+    except (TypeError, ValueError):
+        return False
+    parameter = parameters.get("endpoint")
+    return parameter is not None and parameter.kind in (
+        inspect.Parameter.POSITIONAL_OR_KEYWORD,
+        inspect.Parameter.KEYWORD_ONLY,
+    )

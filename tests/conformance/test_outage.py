@@ -1,0 +1,109 @@
+"""An outage is an environment error, never a verdict; a call that never returns is one too
+(conformance/_outage.py). Every server here is a private redis-server on a free port: the project's
+services are never killed or frozen."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from conformance import Report, Verdict, run_conformance
+from conformance._runner import RunOptions, run_matrix
+from conformance._suites import FAMILIES, load_suites, suite_named
+from conformance.crash import LocalRedis
+from impls.api import MembershipDirectory
+from model.commit import MessageStoreError
+
+SEED = 20_261_130
+
+
+@pytest.fixture
+def own_redis(monkeypatch: pytest.MonkeyPatch) -> Iterator[LocalRedis]:
+    server = LocalRedis(durable=True).start()
+    monkeypatch.setenv("RATCHET_REDIS_URL", server.url)
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def run_named_redis(tmp_path: Path, suite: str = "commit") -> tuple[Report, float]:
+    load_suites()
+    backend = FAMILIES["commit"].backends()["redis"]
+    options = RunOptions(seed=SEED, examples=400, failure_dir=tmp_path / "failures", database_dir=None)
+    started = time.perf_counter()
+    report = run_matrix([(backend, suite_named(suite))], options)
+    return report, time.perf_counter() - started
+
+
+@pytest.mark.service("redis")  # for the redis-server binary; the shared server is not touched
+def test_a_server_killed_by_hand_mid_run_is_exit_2_without_a_failure_file(
+    own_redis: LocalRedis, tmp_path: Path
+) -> None:
+    threading.Timer(2.0, own_redis.kill).start()
+    report, _ = run_named_redis(tmp_path)
+    (result,) = report.results
+    assert result.verdict is Verdict.ERROR, report.details()
+    assert report.exit_code == 2
+    assert result.error is not None and result.error.startswith("redis (RATCHET_REDIS_URL="), result.error
+    assert "\n" not in result.error and "Traceback" not in result.error
+    assert not (tmp_path / "failures").exists() or not any((tmp_path / "failures").iterdir())
+
+
+@pytest.mark.service("redis")
+def test_a_frozen_server_is_reported_by_the_watchdog(
+    own_redis: LocalRedis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATCHET_WATCHDOG_S", "2")
+    threading.Timer(2.0, own_redis.freeze).start()
+    try:
+        report, elapsed = run_named_redis(tmp_path)
+    finally:
+        own_redis.thaw()
+    (result,) = report.results
+    assert result.verdict is Verdict.ERROR, report.details()
+    assert result.error is not None and "did not return within 2s (watchdog" in result.error, result.error
+    assert elapsed < 40, elapsed  # the frozen server blocked the old harness for ~80 s per call chain
+    assert not (tmp_path / "failures").exists() or not any((tmp_path / "failures").iterdir())
+
+
+async def never_returns(namespace: str, membership: MembershipDirectory) -> object:
+    await asyncio.sleep(3600)
+    raise MessageStoreError  # pragma: no cover - never reached
+
+
+def test_a_factory_that_never_returns_is_reported_by_the_watchdog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATCHET_WATCHDOG_S", "1")
+    started = time.perf_counter()
+    report = run_conformance(
+        never_returns, suites=("store",), seed=SEED, failure_dir=tmp_path, database_dir=None
+    )
+    (result,) = report.results
+    assert result.verdict is Verdict.ERROR
+    assert report.exit_code == 2
+    assert result.error == "the store factory did not return within 1s (watchdog; RATCHET_WATCHDOG_S)"
+    assert time.perf_counter() - started < 10
+
+
+def sleeps_forever(namespace: str) -> object:
+    time.sleep(3600)
+    return None  # pragma: no cover
+
+
+def test_a_blocking_saga_factory_is_reported_by_the_watchdog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("RATCHET_WATCHDOG_S", "1")
+    report = run_conformance(
+        sleeps_forever, suites=("saga",), seed=SEED, failure_dir=tmp_path, database_dir=None
+    )
+    (result,) = report.results
+    assert result.verdict is Verdict.ERROR
+    assert result.error == "the saga backend factory did not return within 1s (watchdog; RATCHET_WATCHDOG_S)"

@@ -1,0 +1,85 @@
+"""The wire faults catch what no fault above the seam can: the planted bugs of
+examples/wire_stores.py pass every fault of today on the real server and are caught, with their
+rule, a shrunk program and a replay, once the store is reached through the fault proxy."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from conformance import FailureFile, Report, Verdict, replay, run_conformance
+from examples.wire_stores import WIRE_STORES
+
+# Seeds whose search finds the bug within a few examples (any seed does within the ci profile).
+SEEDS = {"resend_not_idempotent": 11}
+SUITES = {"resend_not_idempotent": ("commit",)}
+
+RunBroken = Callable[[str, bool], Report]
+
+
+def _cases() -> list[object]:
+    return [
+        pytest.param(factory, service, rule_id, id=factory, marks=pytest.mark.service(service))
+        for factory, (service, rule_id) in sorted(WIRE_STORES.items())
+    ]
+
+
+@pytest.fixture(scope="module")
+def run_broken(tmp_path_factory: pytest.TempPathFactory) -> RunBroken:
+    reports: dict[tuple[str, bool], Report] = {}
+
+    def run(factory: str, wire: bool) -> Report:
+        if (factory, wire) not in reports:
+            service = WIRE_STORES[factory][0]
+            reports[factory, wire] = run_conformance(
+                f"examples.wire_stores:{factory}",
+                backend=factory,
+                suites=SUITES[factory],
+                seed=SEEDS[factory],
+                examples=150 if wire else 20,
+                service=service if wire else None,
+                failure_dir=tmp_path_factory.mktemp(factory),
+                database_dir=None,
+            )
+        return reports[factory, wire]
+
+    return run
+
+
+@pytest.mark.parametrize(("factory", "service", "rule_id"), _cases())
+def test_a_wire_bug_is_caught_through_the_proxy_and_replays(
+    factory: str, service: str, rule_id: str, run_broken: RunBroken
+) -> None:
+    report = run_broken(factory, True)
+    (result,) = report.results
+    assert result.verdict is Verdict.VIOLATION, report.details()
+    assert result.failure is not None and result.failure.rule_id == rule_id, report.details()
+    assert 1 <= len(result.failure.program) <= 6, report.details()
+    assert any(step.rule == "arm_wire_fault" for step in result.failure.program)
+    assert result.failure.failure_file is not None
+    saved = FailureFile.read(result.failure.failure_file)
+    assert saved.service == service
+    replayed = replay(saved)
+    assert replayed.reproduced and replayed.same_rule, replayed.describe()
+
+
+@pytest.mark.parametrize(("factory", "service", "rule_id"), _cases())
+def test_a_wire_bug_passes_every_fault_above_the_seam(
+    factory: str, service: str, rule_id: str, run_broken: RunBroken
+) -> None:
+    """Without the proxy the same store passes (the wire kinds are then not applicable)."""
+    report = run_broken(factory, False)
+    (result,) = report.results
+    assert result.verdict is not Verdict.VIOLATION, report.details()
+    assert "wire-reply-lost" in result.stats.details["not-applicable"]
+
+
+@pytest.mark.service("redis")
+def test_the_shipped_redis_store_does_not_reproduce(run_broken: RunBroken) -> None:
+    failure = run_broken("resend_not_idempotent", True).results[0].failure
+    assert failure is not None and failure.failure_file is not None
+    result = replay(
+        FailureFile.read(failure.failure_file), overrides={"store": "impls.redis:open_redis_store"}
+    )
+    assert not result.reproduced, result.describe()

@@ -1,0 +1,65 @@
+"""The fault proxy on its own: request classification per protocol (no server needed), and each
+action against a real Redis, where redis-py's own retry shows what a lost answer means."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+import redis.exceptions
+
+from conformance.wire import WireAction, route
+from conformance.wire._protocols import cql_request, mysql_request, postgres_request, redis_request
+from impls.redis import redis_client
+
+
+def test_requests_are_told_from_housekeeping() -> None:
+    assert redis_request(b"*3\r\n$7\r\nEVALSHA\r\n$40\r\n", {}) == "EVALSHA"
+    assert redis_request(b"*2\r\n$5\r\nHELLO\r\n$1\r\n3\r\n", {}) is None
+    assert postgres_request(b"\x00\x00\x00\x08\x04\xd2\x16\x2f", {}) is None  # SSLRequest
+    assert postgres_request(b"\x00\x00\x00\x54\x00\x03\x00\x00user\x00", {}) is None  # startup
+    assert postgres_request(b"Q\x00\x00\x00\x0bCOMMIT\x00", {}) == "COMMIT"
+    parse = b"_pg3_0\x00COMMIT\x00\x00\x00"
+    notes: dict[str, str] = {}
+    assert postgres_request(b"P" + (4 + len(parse)).to_bytes(4, "big") + parse, notes) == "COMMIT"
+    bind = b"\x00_pg3_0\x00\x00\x00\x00\x00\x00\x00"
+    assert postgres_request(b"B" + (4 + len(bind)).to_bytes(4, "big") + bind, notes) == "COMMIT"
+    assert mysql_request(b"\x07\x00\x00\x00\x03COMMIT", {}) == "COMMIT"
+    assert mysql_request(b"\x20\x00\x00\x01\x85\xa6", {}) is None  # the handshake answer
+    assert cql_request(bytes([0x04, 0, 0, 1, 0x0A]) + b"\x00\x00\x00\x00", {}) == "EXECUTE"
+    assert cql_request(bytes([0x04, 0, 0, 1, 0x05]) + b"\x00\x00\x00\x00", {}) is None  # heartbeat
+
+
+@pytest.mark.service("redis")
+async def test_each_action_against_redis() -> None:
+    wire = route("redis")
+    client = redis_client(wire.endpoint)
+    key = f"ratchet-wire-test-{uuid.uuid4().hex}"
+    try:
+        assert await client.execute_command("INCR", key) == 1
+        # The answer is lost after the server applied: redis-py re-sends, so INCR runs twice.
+        wire.proxy.arm(WireAction.REPLY_LOST)
+        assert await client.execute_command("INCR", key) == 3
+        (hit,) = wire.proxy.disarm()
+        assert hit.request == "INCR" and hit.action is WireAction.REPLY_LOST
+        # Reset before it left: the server never saw the first try; the re-send applies once.
+        wire.proxy.arm(WireAction.RESET_BEFORE)
+        assert await client.execute_command("INCR", key) == 4
+        assert len(wire.proxy.disarm()) == 1
+        # Three lost answers exhaust redis-py's two retries: the caller sees the error, yet all
+        # three applied.
+        wire.proxy.arm(WireAction.REPLY_LOST, requests=3)
+        with pytest.raises(redis.exceptions.ConnectionError):
+            await client.execute_command("INCR", key)
+        assert len(wire.proxy.disarm()) == 3
+        assert await client.execute_command("GET", key) == b"7"
+        wire.proxy.partition(True)
+        with pytest.raises(redis.exceptions.ConnectionError):
+            await client.execute_command("INCR", key)
+        wire.proxy.partition(False)
+        assert await client.execute_command("INCR", key) == 8
+    finally:
+        wire.proxy.disarm()
+        wire.proxy.partition(False)
+        await client.delete(key)
+        await client.aclose()
