@@ -146,6 +146,11 @@ class Ledgered:
                 ledger.lateness.append(late)
 
 
+def under_ledger(runtime: SagaRuntime) -> SagaRuntime:
+    """The runtime under test itself, for a machine that needs its own type (``crash/_saga.py``)."""
+    return runtime._runtime if isinstance(runtime, Ledgered) else runtime
+
+
 def observed(machine: _Machine, runtime: SagaRuntime) -> SagaRuntime:
     """``runtime`` behind a ledger when it shows metrics; as it is otherwise."""
     return cast(SagaRuntime, Ledgered(machine, runtime)) if runtime.capabilities.metrics else runtime
