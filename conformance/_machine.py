@@ -35,6 +35,7 @@ from hypothesis.stateful import RuleBasedStateMachine
 from conformance import _signals
 from conformance._cleanup import Namespaces, namespace_stamp
 from conformance._faults import ALL_FAULTS, FaultFilter
+from conformance._latency import CallLatencies
 from conformance._opened import start_recording
 from conformance._outage import BackendLost
 from conformance._violations import JsonValue, Violation
@@ -65,6 +66,7 @@ class SuiteStats:
     rules: Counter[str] = attrs.field(factory=Counter)  # machine rule -> times run
     reached: set[str] = attrs.field(factory=set)  # coverage targets hit ("fault-point:M-COMMIT-04")
     backend_seconds: float = 0.0  # time spent awaiting the system under test
+    latency: CallLatencies = attrs.field(factory=CallLatencies)  # backend call latency per method
     details: dict[str, str] = attrs.field(factory=dict)  # facts learnt while running (capabilities)
 
 

@@ -120,6 +120,9 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--junit", type=Path, default=None, help="write JUnit XML here")
     parser.add_argument("--report", type=Path, default=None, help="write the JSON report here")
     parser.add_argument(
+        "--metrics", type=Path, default=None, help="write the run's OpenMetrics here (steps, faults, latency)"
+    )
+    parser.add_argument(
         "--failures", type=Path, default=Path(".ratchet/failures"), help="failure files go here"
     )
     parser.add_argument(
@@ -154,6 +157,8 @@ def _check_outputs(args: argparse.Namespace) -> None:
         check_writable_file(args.report, "--report")
     if args.junit is not None:
         check_writable_file(args.junit, "--junit")
+    if args.metrics is not None:
+        check_writable_file(args.metrics, "--metrics")
     if args.report is not None and args.junit is not None and args.report.resolve() == args.junit.resolve():
         raise UsageError("--report and --junit name the same file")
 
@@ -200,6 +205,7 @@ def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
 def _run(args: argparse.Namespace) -> int:
     from conformance._faults import FaultFilter
     from conformance._journal import Journal
+    from conformance._metrics import latency_summary, write_openmetrics
     from conformance._progress import Progress
     from conformance._runner import RunOptions, probe_service, run_matrix
 
@@ -242,6 +248,8 @@ def _run(args: argparse.Namespace) -> int:
             report.write_junit(args.junit)
         if args.report is not None:
             report.write_json(args.report)
+        if args.metrics is not None:
+            write_openmetrics(report, args.metrics)
 
     if guard is not None:
         # A step that does not return in time: write what the journal knows, then the guard exits.
@@ -249,6 +257,9 @@ def _run(args: argparse.Namespace) -> int:
     report = run_matrix(pairs, options, None if args.quiet else Progress(), journal)
     with guard.reporting() if guard is not None else contextlib.nullcontext():
         print(report.summary_table())
+        latency = latency_summary(report)  # p50/p99 per backend method (conformance/_metrics.py)
+        if latency:
+            print(latency)
         details = report.details()
         if details:
             print()

@@ -232,7 +232,9 @@ class StoreOracle:
                 error=repr(error)[:300],
             ) from None
         finally:
-            stats.backend_seconds += time.perf_counter() - start
+            elapsed = time.perf_counter() - start
+            stats.backend_seconds += elapsed
+            stats.latency.observe(op, elapsed)
 
     @property
     def atomic(self) -> bool:

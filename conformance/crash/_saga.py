@@ -31,6 +31,7 @@ from conformance.crash._faults import REOPEN, SERVER_CRASH
 from conformance.crash._target import ControlSlot, control_slot
 from conformance.saga import _world as w
 from conformance.saga._machine import SagaMachine
+from conformance.saga._metrics_checks import under_ledger
 from conformance.saga._ratchet import RatchetRuntime
 from conformance.saga._target import SagaTarget
 from impls.saga import SagaBackendError
@@ -62,9 +63,10 @@ class DurabilitySagaMachine(SagaMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        if not isinstance(self.runtime, RatchetRuntime):
+        runtime = under_ledger(self.runtime)  # the metrics ledger stands in front of it
+        if not isinstance(runtime, RatchetRuntime):
             raise HarnessEnvironmentError("the saga-durability suite runs Ratchet's own runtime only")
-        self.ratchet: RatchetRuntime = self.runtime
+        self.ratchet: RatchetRuntime = runtime
         target: SagaDurabilityTarget = self.context.target
         self.target = target
         self.control: ServiceControl | None = target.slot.get(self.context)

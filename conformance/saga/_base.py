@@ -17,6 +17,7 @@ from conformance._machine import ConformanceMachine
 from conformance._violations import Violation
 from conformance.saga import _world as w
 from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN
+from conformance.saga._metrics_checks import observed
 from conformance.saga._port import RuntimeCapabilities, SagaRuntime
 from model import saga as m
 
@@ -46,7 +47,9 @@ class SagaMachineBase(ConformanceMachine):
         super().__init__()
         ns = self.context.new_namespace()
         self.fate = m.CommitFate.COMMITTED
-        self.runtime: SagaRuntime = self.context.target.open(ns, self._fate, self.context.stats)
+        self.runtime: SagaRuntime = observed(
+            self, self.context.target.open(ns, self._fate, self.context.stats)
+        )
         self.caps: RuntimeCapabilities = self.runtime.capabilities
         self.context.stats.details["runtime-lacks"] = ",".join(self.caps.missing())
         self.model = m.OrchestratorStore(

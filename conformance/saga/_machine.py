@@ -32,6 +32,7 @@ from conformance.saga import _world as w
 from conformance.saga._base import show, unwrapped
 from conformance.saga._catalog_rules import CatalogRules
 from conformance.saga._deliveries import DeliveryRules
+from conformance.saga._metrics_checks import check_metrics
 from conformance.saga._port import (
     CatalogObservation,
     Observation,
@@ -209,3 +210,4 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules):
         for saga_id, stored in self.runtime.observe().instances.items():
             if stored.status not in m.TERMINAL_STATUSES:
                 raise Violation("S-STEP-07", "a stored saga is not terminal", {"saga_id": saga_id})
+        check_metrics(self)  # the metrics against the harness's ledger (S-OBS-*)

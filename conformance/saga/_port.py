@@ -51,6 +51,9 @@ class RuntimeCapabilities:
     attempt_budgets: bool = True
     #: The transition journal reads back in the model's vocabulary (S-STEP-08).
     step_journal: bool = True
+    #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``
+    #: (S-OBS-*). Off unless a runtime says so: one that shows none is judged on the rest.
+    metrics: bool = False
 
     def missing(self) -> tuple[str, ...]:
         """The capabilities this runtime lacks, by name (the coverage gate reads them)."""
@@ -78,6 +81,31 @@ class CatalogObservation:
 class ParticipantObservation:
     effects: tuple[str, ...]  # effect ids of the business facts, in the order they took effect
     results: tuple[m.ResultEnvelope, ...]  # the result outbox, oldest first
+
+
+@attrs.frozen
+class MetricsObservation:
+    """A scrape and the structured snapshot read at the same moment (S-OBS-05).
+
+    ``exposition`` is the Prometheus text format as the runtime serves it (process metrics and
+    the facts of its backend); ``snapshot`` is the runtime's structured snapshot flattened into
+    samples: ``sample_key(name, labels)`` -> value, histogram buckets cumulative as in the text.
+    """
+
+    exposition: str
+    snapshot: Mapping[str, float]
+
+
+def sample_key(name: str, labels: Mapping[str, str]) -> str:
+    """``name{a="x",b="y"}`` with labels sorted: one spelling of a sample for both sides."""
+    inner = ",".join(f'{k}="{v}"' for k, v in sorted(labels.items()))
+    return f"{name}{{{inner}}}"
+
+
+class MetricsPort(Protocol):
+    """What a runtime with ``RuntimeCapabilities.metrics`` also offers."""
+
+    def read_metrics(self) -> MetricsObservation: ...
 
 
 FateHook = Callable[[str], m.CommitFate]

@@ -10,13 +10,17 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any, cast
 
+from prometheus_client import CollectorRegistry
+
 from conformance._machine import SuiteStats
 from conformance._outage import bounded_sync
 from conformance._violations import HarnessEnvironmentError
 from conformance.saga import _world as w
+from conformance.saga._metrics_checks import flatten
 from conformance.saga._port import (
     CatalogObservation,
     FateHook,
+    MetricsObservation,
     Observation,
     ParticipantObservation,
     RuntimeCapabilities,
@@ -27,6 +31,7 @@ from impls.saga import (
     Commit,
     Orchestrator,
     Participant,
+    RuntimeMetrics,
     SagaBackend,
     SagaBackendError,
     capability_key_of,
@@ -37,6 +42,7 @@ from impls.saga import (
     route_to_row,
     run_unit,
     timer_from_row,
+    with_facts,
 )
 from model import saga as m
 
@@ -56,7 +62,11 @@ def open_backend(factory: Callable[..., Any], namespace: str) -> SagaBackend:
 class RatchetRuntime:
     """``impls.saga.Orchestrator`` and ``Participant`` s beside the model (the strictest port)."""
 
-    capabilities = RuntimeCapabilities()
+    capabilities = RuntimeCapabilities(metrics=True)
+    #: The classes a planted variant swaps (``examples/broken_saga_runtimes.py``).
+    orchestrator_class: type[Orchestrator] = Orchestrator
+    participant_class: type[Participant] = Participant
+    metrics_class: type[RuntimeMetrics] = RuntimeMetrics
 
     def __init__(
         self, factory: Callable[..., Any], namespace: str, fates: FateHook, stats: SuiteStats
@@ -67,14 +77,12 @@ class RatchetRuntime:
         self._stats = stats
         #: role ("orchestrator" or an owner) -> the real backend object it runs on
         self._raw: dict[str, SagaBackend] = {}
+        # One metrics source for the orchestrator and both participants, each on its own backend
+        # (S-OBS-04); the harness's clock never moves during a call, so durations are exactly 0.
+        self.metrics = self.metrics_class(CollectorRegistry(), clock=lambda: 0.0)
         self.orch_backend = self._open("orchestrator")
-        self.orch = Orchestrator(
-            self.orch_backend, frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT, fates=fates
-        )
-        self.parts = {
-            owner: Participant(self._open(owner), w.participant_config(owner), fates=fates)
-            for owner in w.OWNERS
-        }
+        self.orch = self._orchestrator(self.orch_backend)
+        self.parts = {owner: self._participant(owner, self._open(owner)) for owner in w.OWNERS}
 
     def _open(self, role: str) -> SagaBackend:
         suffix = "o" if role == "orchestrator" else role
@@ -89,9 +97,19 @@ class RatchetRuntime:
         fresh = self._open(role)
         if role == "orchestrator":
             self.orch_backend = fresh
-            self.orch = Orchestrator(fresh, frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT, fates=self._fates)
+            self.orch = self._orchestrator(fresh)
         else:
-            self.parts[role] = Participant(fresh, w.participant_config(role), fates=self._fates)
+            self.parts[role] = self._participant(role, fresh)
+
+    # The process's one metrics source outlives a reopened backend: only the backend object is new.
+    def _orchestrator(self, backend: SagaBackend) -> Orchestrator:
+        return self.orchestrator_class(
+            backend, frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT, fates=self._fates, metrics=self.metrics
+        )
+
+    def _participant(self, owner: str, backend: SagaBackend) -> Participant:
+        config = w.participant_config(owner)
+        return self.participant_class(backend, config, fates=self._fates, metrics=self.metrics)
 
     def backends(self) -> tuple[SagaBackend, ...]:
         """The real backend objects, one per role."""
@@ -216,6 +234,11 @@ class RatchetRuntime:
             self.parts[owner].backend, lambda tx: (tx.list_effects(), tx.list_results())
         )
         return ParticipantObservation(tuple(e.effect_id for e in effects), tuple(r.envelope for r in results))
+
+    def read_metrics(self) -> MetricsObservation:
+        """A scrape of the orchestrator process and its snapshot, with its backend's facts (S-OBS-05, -06)."""
+        snapshot, text = with_facts(self.metrics, self.orch_backend)
+        return MetricsObservation(text.decode("utf-8"), flatten(snapshot))
 
     def result_claimed(self, message_id: str) -> bool:
         return read_only(self.orch_backend, lambda tx: tx.result_claimed(message_id))

@@ -1,4 +1,5 @@
-"""Backend time: every call on a saga backend (and its transactions) adds to ``stats.backend_seconds``."""
+"""Backend time: every call on a saga backend (and its transactions) adds to ``stats.backend_seconds``
+and to the method's latency histogram (``stats.latency``, ``conformance/_metrics.py``)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,9 @@ class _Timed:
             try:
                 return attribute(*args, **kwargs)
             finally:
-                self._stats.backend_seconds += time.perf_counter() - started
+                elapsed = time.perf_counter() - started
+                self._stats.backend_seconds += elapsed
+                self._stats.latency.observe(name, elapsed)
 
         return timed
 
@@ -47,4 +50,6 @@ class TimedBackend(_Timed):
         try:
             return cast(SagaTransaction, _Timed(self.backend.begin(), self._stats))
         finally:
-            self._stats.backend_seconds += time.perf_counter() - started
+            elapsed = time.perf_counter() - started
+            self._stats.backend_seconds += elapsed
+            self._stats.latency.observe("begin", elapsed)

@@ -6,7 +6,9 @@ the catalog side a conflicting and an invalid publication were refused, a plante
 a candidate's activation, a lost route registration converged on re-report, a stale route
 generation was fenced, a route selection was ambiguous, a retired definition refused routes;
 and among starts one beyond the quota was refused, a schema-declared non-JSON one admitted and a
-joined one left the last eligibility gate to its host.
+joined one left the last eligibility gate to its host. With a runtime that shows metrics, its
+scrapes reconciled with the harness's ledger, a failed attempt and a stale fire among them, and
+the label policy held with sagas of several tenants (``OBSERVABILITY_TARGETS``, S-OBS-*).
 """
 
 from __future__ import annotations
@@ -47,6 +49,7 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["start:QuotaExhausted"] = "no start beyond the tenant's quota was refused"
     targets["non-json-start-admitted"] = "no schema-declared non-JSON start was admitted"
     targets["joined-start-left-last-gate"] = "no joined start passed the gate its host owns"
+    targets.update(OBSERVABILITY_TARGETS)
     lacks = set(filter(None, stats.details.get("runtime-lacks", "").split(",")))
     return {t: why for t, why in targets.items() if not lacks & REQUIRES.get(t, set())}
 
@@ -86,6 +89,22 @@ REQUIRES: Mapping[str, set[str]] = {
             "fenced-write-refused",
         )
     },
+    # A runtime that shows no metrics (``RuntimeCapabilities.metrics``) is not scraped (S-OBS-*).
+    **{target: {"metrics"} for target in ("obs:reconciled", "obs:labels-bounded", "obs:several-tenants")},
+    "obs:failed-attempt-observed": {"metrics", "injectable_fates"},
+    "obs:stale-fire-unobserved": {"metrics", "timers"},
+    "obs:lateness-observed": {"metrics", "timers"},
+}
+
+
+#: What the metrics checks (``_metrics_checks``, S-OBS-*) must have seen at some quiescence.
+OBSERVABILITY_TARGETS = {
+    "obs:reconciled": "the metrics never reconciled with the harness's ledger at a quiescence",
+    "obs:labels-bounded": "the label policy was never checked on a scrape",
+    "obs:several-tenants": "no scrape was checked with sagas of several tenants",
+    "obs:failed-attempt-observed": "no failed or rolled-back attempt was reconciled in a stage",
+    "obs:stale-fire-unobserved": "no stale fire was shown to observe no timer lateness",
+    "obs:lateness-observed": "no timer fired late enough to land above zero",
 }
 
 

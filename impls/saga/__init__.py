@@ -1,8 +1,10 @@
 """The saga runtime: one flow over any ``SagaBackend`` (seed 002).
 
 ``_backend`` is the storage port (rows, capabilities, errors); the runtime modules drive it.
-The row converters and the unit runner are public for auditors such as the conformance harness,
-which reads a backend's rows raw and compares them with the model.
+``_metrics`` is the process's one metrics source (stage histogram, counters, facts read through
+the port at scrape time; S-OBS-*). The row converters and the unit runner are public for
+auditors such as the conformance harness, which reads a backend's rows raw and compares them
+with the model.
 """
 
 from ._backend import AwaitingRow as AwaitingRow
@@ -27,6 +29,14 @@ from ._backend import TimerRow as TimerRow
 from ._convert import instance_from_row as instance_from_row
 from ._convert import journal_from_row as journal_from_row
 from ._convert import timer_from_row as timer_from_row
+from ._metrics import Clock as Clock
+from ._metrics import MetricsSnapshot as MetricsSnapshot
+from ._metrics import RuntimeMetrics as RuntimeMetrics
+from ._metrics import StageSnapshot as StageSnapshot
+from ._metrics import counted as counted
+from ._metrics import process_metrics as process_metrics
+from ._metrics import read_facts as read_facts
+from ._metrics import with_facts as with_facts
 from ._orchestrator import EligibilityCheck as EligibilityCheck
 from ._orchestrator import Orchestrator as Orchestrator
 from ._orchestrator import always_eligible as always_eligible

@@ -57,6 +57,7 @@ from model.saga import (
     MessageRefused,
     NoRoute,
     NoSuchTimer,
+    Operation,
     OutcomeUnknown,
     PayloadRejected,
     Published,
@@ -81,6 +82,7 @@ from model.saga import (
     RouteSet,
     SagaInstance,
     SelectedRoute,
+    Stage,
     StaleFencingToken,
     StaleGeneration,
     StaleResult,
@@ -96,6 +98,7 @@ from model.saga import (
     TimerObsolete,
     TimerReleased,
     TimerRenewed,
+    Unit,
     UnknownCapability,
     UnknownCommand,
     UnknownDefinition,
@@ -133,6 +136,7 @@ from ._backend import (
     TimerRow,
 )
 from ._convert import instance_from_row, instance_to_row, journal_from_row, journal_to_row
+from ._metrics import RuntimeMetrics, counted, process_metrics
 from ._routes import (
     invalid_route_keys,
     route_from_row,
@@ -172,9 +176,12 @@ class Orchestrator:
     trusted_producers: frozenset[str]
     quota_limit: int | None = None
     fates: FateHook = always_commit
+    #: The process's one metrics source, shared with every other service of the process (S-OBS-04).
+    metrics: RuntimeMetrics = attrs.field(factory=process_metrics)
 
     # -- catalog -----------------------------------------------------------------------
 
+    @counted(Operation.PUBLISH)
     def publish_definition(
         self, artifact: DefinitionArtifact, digest: str
     ) -> PublishOutcome | RolledBack | OutcomeUnknown:
@@ -200,6 +207,7 @@ class Orchestrator:
 
         return run_unit(self.backend, "catalog", body)
 
+    @counted(Operation.LIFECYCLE)
     def change_lifecycle(
         self, request: ChangeLifecycle, now_ms: int
     ) -> LifecycleOutcome | RolledBack | OutcomeUnknown:
@@ -278,6 +286,7 @@ class Orchestrator:
 
     # -- capability routes ---------------------------------------------------------------
 
+    @counted(Operation.ROUTE_REGISTER)
     def register_capability(
         self, request: RegisterCapability
     ) -> RegisterOutcome | RolledBack | OutcomeUnknown:
@@ -317,6 +326,7 @@ class Orchestrator:
 
         return run_unit(self.backend, "route-register", body, self.fates)
 
+    @counted(Operation.ROUTE_RENEW)
     def renew_capability(self, request: RenewCapability) -> RenewOutcome | RolledBack | OutcomeUnknown:
         """Extend a live lease of the current generation (S-ROUTE-02, S-ROUTE-09, S-CAT-09).
 
@@ -377,6 +387,7 @@ class Orchestrator:
 
     # -- starts --------------------------------------------------------------------------
 
+    @counted(Unit.START)
     def start_saga(
         self, request: StartSaga, now_ms: int, eligible: EligibilityCheck = always_eligible
     ) -> StartOutcome:
@@ -387,8 +398,10 @@ class Orchestrator:
         """
         if not eligible(0):
             return EligibilityRevoked(0)
-        return run_unit(self.backend, "start", self._start_body(request, now_ms, eligible, True), self.fates)
+        body = self._start_body(request, now_ms, eligible, True)
+        return run_unit(self.backend, "start", body, self.fates, self.metrics.timing(Stage.START_TRANSACTION))
 
+    @counted(Unit.START)
     def start_saga_joined(
         self,
         tx: SagaTransaction,
@@ -407,7 +420,8 @@ class Orchestrator:
         if not eligible(0):
             return EligibilityRevoked(0)
         try:
-            return self._start_body(request, now_ms, eligible, False)(tx).outcome
+            with self.metrics.timed(Stage.START_TRANSACTION):
+                return self._start_body(request, now_ms, eligible, False)(tx).outcome
         except (Conflict, SagaBackendError):
             tx.rollback()
             return RolledBack()
@@ -456,6 +470,7 @@ class Orchestrator:
 
     # -- results -------------------------------------------------------------------------
 
+    @counted(Unit.RESULT)
     def handle_result(self, envelope: ResultEnvelope, producer: str, now_ms: int) -> ResultOutcome:
         """The orchestrator transaction for one result (S-ORCH-01..04, S-STEP-*, S-TX-01)."""
 
@@ -474,7 +489,9 @@ class Orchestrator:
             dispatched = None if reaction.dispatch is None else reaction.dispatch.command_id
             return Commit(ResultApplied(instance.saga_id, reaction.entry, dispatched))
 
-        return run_unit(self.backend, "result", body, self.fates)
+        return run_unit(
+            self.backend, "result", body, self.fates, self.metrics.timing(Stage.TRANSITION_TRANSACTION)
+        )
 
     def _verify(
         self, tx: SagaTransaction, envelope: ResultEnvelope, producer: str
@@ -509,6 +526,7 @@ class Orchestrator:
 
     # -- timers --------------------------------------------------------------------------
 
+    @counted(Unit.TIMER_CLAIM)
     def claim_timer(
         self, timer_id: str, worker: str, now_ms: int, lease_ms: int
     ) -> ClaimOutcome | RolledBack | OutcomeUnknown:
@@ -529,6 +547,7 @@ class Orchestrator:
 
         return run_unit(self.backend, "timer-claim", body)
 
+    @counted(Unit.TIMER_RENEW)
     def renew_timer(
         self, timer_id: str, token: int, now_ms: int, lease_ms: int
     ) -> TimerRenewed | NoSuchTimer | StaleFencingToken | RolledBack | OutcomeUnknown:
@@ -551,6 +570,7 @@ class Orchestrator:
 
         return run_unit(self.backend, "timer-renew", body)
 
+    @counted(Unit.TIMER_RELEASE)
     def release_timer(
         self, timer_id: str, token: int
     ) -> TimerReleased | NoSuchTimer | StaleFencingToken | RolledBack | OutcomeUnknown:
@@ -571,6 +591,7 @@ class Orchestrator:
 
         return run_unit(self.backend, "timer-release", body)
 
+    @counted(Unit.TIMER_FIRE)
     def fire_timer(self, timer_id: str, token: int, now_ms: int) -> FireOutcome:
         """Complete a claimed timer and make the timeout transition (S-TIMER-01, -02, -05)."""
 
@@ -580,6 +601,8 @@ class Orchestrator:
                 return Abort(NoSuchTimer(timer_id))
             if not tx.complete_timer(timer_id, token):
                 return Abort(_stale(row, token))
+            # Lateness once the fence held: a dispossessed worker observes nothing (S-OBS-03).
+            self.metrics.observe(Stage.TIMER_LATENESS, max(0, now_ms - row.due_ms) / 1000)
             instance_row = tx.load_instance(row.saga_id, lock=True)
             definition = None if instance_row is None else tx.load_definition(instance_row.definition)
             if instance_row is None or definition is None or not is_loadable(definition.lifecycle):
@@ -593,7 +616,8 @@ class Orchestrator:
             dispatched = None if reaction.dispatch is None else reaction.dispatch.command_id
             return Commit(TimerFired(instance.saga_id, reaction.entry, dispatched))
 
-        return run_unit(self.backend, "timer-fire", body, self.fates)
+        timed = self.metrics.timing(Stage.TRANSITION_TRANSACTION)
+        return run_unit(self.backend, "timer-fire", body, self.fates, timed)
 
     # -- relay and management --------------------------------------------------------------
 
@@ -620,6 +644,7 @@ class Orchestrator:
 
         return run_unit(self.backend, "relay", body)
 
+    @counted(Operation.RELEASE)
     def release_instance(
         self, saga_id: str
     ) -> InstanceReleased | UnknownSaga | InstanceNotReleasable | RolledBack | OutcomeUnknown:

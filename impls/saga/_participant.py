@@ -27,11 +27,14 @@ from model.saga import (
     ResultEnvelope,
     ResultKind,
     RolledBack,
+    Stage,
+    Unit,
     result_message_id_for,
     verify_command,
 )
 
 from ._backend import EffectRow, GateRow, ResultOutboxRow, SagaBackend, SagaTransaction
+from ._metrics import RuntimeMetrics, counted, process_metrics
 from ._unit import Abort, Commit, Conflict, FateHook, always_commit, read_only, run_unit
 
 _KIND = {
@@ -72,12 +75,15 @@ class Participant:
     backend: SagaBackend
     config: ParticipantConfig
     fates: FateHook = always_commit
+    #: The process's one metrics source, shared with every other service of the process (S-OBS-04).
+    metrics: RuntimeMetrics = attrs.field(factory=process_metrics)
     #: Transport bookkeeping kept outside the transaction (as a broker's redelivery count).
     delivery_failures: dict[str, int] = attrs.field(factory=dict)
     dead_letters: set[str] = attrs.field(factory=set)
 
+    @counted(Unit.COMMAND)
     def handle_command(self, command: CommandEnvelope, producer: str, decision: Decision) -> CommandOutcome:
-        """The participant transaction (S-PART-01..06, S-DLV-01..04, S-TX-01)."""
+        """The participant transaction (S-PART-01..06, S-DLV-01..04, S-TX-01; stages S-OBS-02)."""
         reason = verify_command(ParticipantState(self.config), CommandDelivery(command, producer, decision))
         if reason is not None:
             return MessageRefused(command.command_id, reason)
@@ -93,7 +99,8 @@ class Participant:
             return Commit(CommandProcessed(result, absorbed))
 
         try:
-            outcome = run_unit(self.backend, "command", body, self.fates)
+            timed = self.metrics.timing(Stage.PARTICIPANT_TRANSACTION)
+            outcome = run_unit(self.backend, "command", body, self.fates, timed)
         except _Transient:
             outcome = RolledBack()
         if isinstance(outcome, RolledBack):
@@ -114,9 +121,7 @@ class Participant:
                 # Never ran here: fence the effect so a late execute copy cannot run it (S-PART-06).
                 _need(tx.insert_gate(GateRow(target, Phase.EXECUTE, ResultKind.REJECTED, command.command_id)))
                 return ResultKind.REJECTED, False
-            if decision is Decision.TRANSIENT_FAILURE:
-                raise _Transient
-            kind = _KIND[decision]
+            kind = self._handler(decision)
             if kind is ResultKind.UNKNOWN:
                 return kind, False
             _need(tx.update_gate(attrs.evolve(record, kind=kind), ResultKind.UNKNOWN))
@@ -126,13 +131,18 @@ class Participant:
         record = tx.load_gate(command.effect_id, lock=True)
         if record is not None:
             return record.kind, True
-        if decision is Decision.TRANSIENT_FAILURE:
-            raise _Transient
-        kind = _KIND[decision]
+        kind = self._handler(decision)
         _need(tx.insert_gate(GateRow(command.effect_id, command.phase, kind, command.command_id)))
         if kind is ResultKind.SUCCEEDED:
             tx.append_effect(EffectRow(command.effect_id, command.command_id))
         return kind, False
+
+    def _handler(self, decision: Decision) -> ResultKind:
+        """The business handler (here: the delivery's decision), timed as its own stage (S-OBS-02)."""
+        with self.metrics.timed(Stage.HANDLER):
+            if decision is Decision.TRANSIENT_FAILURE:
+                raise _Transient
+            return _KIND[decision]
 
     def _failed(self, command_id: str) -> RolledBack | DeadLettered:
         """Count one rolled-back try; dead-letter when the budget is spent (S-PART-04)."""

@@ -13,6 +13,7 @@ production, like the commit side's fault points): ``ROLLED_BACK`` fails just bef
 from __future__ import annotations
 
 from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
 from typing import Generic, TypeVar
 
 import attrs
@@ -59,15 +60,18 @@ def run_unit(
     unit: str,
     body: Callable[[SagaTransaction], Commit[O] | Abort[O]],
     fates: FateHook = always_commit,
+    timed: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> O | RolledBack | OutcomeUnknown:
     """Run ``body`` as one transaction, again (bounded) when the database rolled it back.
 
     A retry is safe because nothing of a rolled-back attempt is durable and the body reads
-    everything it decides on inside its own transaction (S-TX-01).
+    everything it decides on inside its own transaction (S-TX-01). ``timed`` is opened around
+    each attempt, so a stage histogram sees failed and retried attempts too (S-OBS-02).
     """
     for _ in range(MAX_ATTEMPTS):
         try:
-            return _attempt(backend, unit, body, fates)
+            with timed():
+                return _attempt(backend, unit, body, fates)
         except _DatabaseRolledBack:
             continue
     return RolledBack()

@@ -47,6 +47,7 @@ Layers, bottom up::
     _delivery   consumer groups on a stream: read, claim, settle, dead-letter, trim
     _signing    HMAC-signed envelopes under rotatable keys
     _receipts   request/response delivery: admission by principal, closed receipts
+    _observability stage set, label policy, reconciliation, store facts (S-OBS-*)
     _rules      RULES: rule id -> statement
 
 Rule IDs and their statements are ``RULES`` (``_rules.py``); docs/saga-contract.md states the
@@ -192,6 +193,30 @@ from ._messages import command_identity_holds as command_identity_holds
 from ._messages import effect_id_for as effect_id_for
 from ._messages import result_message_id_for as result_message_id_for
 from ._messages import saga_id_for as saga_id_for
+from ._observability import FACT_METRICS as FACT_METRICS
+from ._observability import FORBIDDEN_LABELS as FORBIDDEN_LABELS
+from ._observability import GOVERNANCE_METRIC as GOVERNANCE_METRIC
+from ._observability import LABEL_VALUES as LABEL_VALUES
+from ._observability import METRIC_LABELS as METRIC_LABELS
+from ._observability import OPERATION_OUTCOMES as OPERATION_OUTCOMES
+from ._observability import PROCESSING_METRIC as PROCESSING_METRIC
+from ._observability import STAGE_BUCKETS as STAGE_BUCKETS
+from ._observability import STAGE_METRIC as STAGE_METRIC
+from ._observability import TRANSPORT_METRIC as TRANSPORT_METRIC
+from ._observability import UNIT_OUTCOMES as UNIT_OUTCOMES
+from ._observability import Operation as Operation
+from ._observability import Series as Series
+from ._observability import Stage as Stage
+from ._observability import StoreFacts as StoreFacts
+from ._observability import Tally as Tally
+from ._observability import Unit as Unit
+from ._observability import bucket_of as bucket_of
+from ._observability import command_stages as command_stages
+from ._observability import fire_lateness as fire_lateness
+from ._observability import label_violations as label_violations
+from ._observability import outcome_label as outcome_label
+from ._observability import store_facts as store_facts
+from ._observability import unit_tally as unit_tally
 from ._orchestrator import DuplicateResult as DuplicateResult
 from ._orchestrator import FireOutcome as FireOutcome
 from ._orchestrator import FireTimer as FireTimer

@@ -153,4 +153,19 @@ RULES: Mapping[str, str] = {
     "S-GRPC-04": "A rolled-back or unknown commit is answered retryable, never committed.",
     "S-GRPC-05": "A retry after a lost reply gets the acknowledgement it missed for the same "
     "message, never a second effect.",
+    # observability
+    "S-OBS-01": "nasaga_stage_duration_seconds has exactly the five fixed stages over fixed bucket bounds.",
+    "S-OBS-02": "The handler and the participant, start and transition transaction stages observe every "
+    "attempt, failed, rolled-back and refused ones included.",
+    "S-OBS-03": "Timer lateness is observed once per fire whose claim the fence re-verified, as fire time "
+    "minus due time; a stale fire observes nothing.",
+    "S-OBS-04": "Transport, governance and processing counters have one source per process, count every "
+    "call once by its outcome, and no metric is registered twice.",
+    "S-OBS-05": "The structured snapshot and the Prometheus exposition come from one bounded bucket source "
+    "and agree.",
+    "S-OBS-06": "Database facts (instances, attempts, timers, conflicts, quota) are read through the backend "
+    "port, equal the committed state and are combined with the process snapshot on every backend.",
+    "S-OBS-07": "Label names and values come from closed sets that do not grow with sagas, tenants "
+    "or messages.",
+    "S-OBS-08": "No saga id, tenant, datasource endpoint or message body is a label, by name or by value.",
 }

@@ -1,0 +1,344 @@
+"""The runtime's metrics against the harness's own ledger, at every quiescence (S-OBS-01..08).
+
+Theory of operation
+-------------------
+``observed(machine, runtime)`` puts a ledger in front of the runtime under test: every call
+passes through unchanged, and its outcome (already compared with the model's by the rule) is
+tallied with the model's reconciliation (``model.saga.unit_tally``, ``command_stages``,
+``fire_lateness``). Participant and timer tallies need the model's state *before* the call;
+the rules update the model first and then call the runtime, so the ledger keeps the state it
+saw after the previous call, which is exactly that.
+
+``check_metrics(machine)`` runs at the end of quiescence. It scrapes the runtime
+(``MetricsPort.read_metrics``), parses the text with prometheus-client's own parser, and checks:
+each family once (S-OBS-04); the five stages and their bounds (S-OBS-01); the structured
+snapshot equal to the scrape (S-OBS-05); the label policy, with the identities this example
+used (S-OBS-07, S-OBS-08); stage counts (S-OBS-02), timer lateness count, sum and buckets
+(S-OBS-03) and every counter (S-OBS-04) equal to the ledger's; the database facts equal to the
+model's (S-OBS-06). A runtime without ``RuntimeCapabilities.metrics`` is not wrapped and not
+checked, and the gate drops the ``obs:`` targets (``suites.py``).
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+from collections import Counter
+from collections.abc import Callable, Mapping
+from typing import Any, Protocol, cast
+
+import attrs
+from prometheus_client.parser import text_string_to_metric_families
+
+from conformance._machine import RunContext
+from conformance._violations import Violation
+from conformance.saga import _world as w
+from conformance.saga._port import MetricsPort, RuntimeCapabilities, SagaRuntime, sample_key
+from impls.saga import MetricsSnapshot
+from model import saga as m
+
+BUCKET = f"{m.STAGE_METRIC}_bucket"
+COUNT = f"{m.STAGE_METRIC}_count"
+SUM = f"{m.STAGE_METRIC}_sum"
+PROCESS_COUNTERS = (m.TRANSPORT_METRIC, m.PROCESSING_METRIC, m.GOVERNANCE_METRIC)
+LE = [*(repr(b) for b in m.STAGE_BUCKETS), "+Inf"]  # as the text format spells bounds
+FAILED = (m.RolledBack, m.OutcomeUnknown, m.DeadLettered)
+
+
+class _Machine(Protocol):
+    """What the checks read of the saga machine (``_base.SagaMachineBase``)."""
+
+    @property
+    def context(self) -> RunContext: ...
+    @property
+    def caps(self) -> RuntimeCapabilities: ...
+    @property
+    def runtime(self) -> SagaRuntime: ...
+    @property
+    def model(self) -> m.OrchestratorStore: ...
+    @property
+    def model_parts(self) -> Mapping[str, m.ParticipantState]: ...
+
+
+@attrs.define
+class Ledger:
+    """What the harness asked and what came back, tallied as the metrics must show it."""
+
+    stages: Counter[m.Stage] = attrs.field(factory=Counter)
+    counters: Counter[str] = attrs.field(factory=Counter)  # sample key -> increments
+    lateness: list[float] = attrs.field(factory=list)
+    failed_attempts: int = 0
+    stale_fires: int = 0
+
+    def add(self, tally: m.Tally) -> None:
+        self.stages.update(tally.stages)
+        for family, labels in tally.counters:
+            self.counters[_counter_key(family, labels)] += 1
+
+
+@functools.cache
+def _counter_key(family: str, labels: tuple[tuple[str, str], ...]) -> str:
+    return sample_key(f"{family}_total", dict(labels))
+
+
+_UNITS: Mapping[str, m.Unit | m.Operation] = {
+    "publish_definition": m.Operation.PUBLISH,
+    "change_lifecycle": m.Operation.LIFECYCLE,
+    "register_capability": m.Operation.ROUTE_REGISTER,
+    "renew_capability": m.Operation.ROUTE_RENEW,
+    "release_instance": m.Operation.RELEASE,
+    "start_saga": m.Unit.START,
+    "start_saga_joined": m.Unit.START,
+    "handle_result": m.Unit.RESULT,
+    "handle_command": m.Unit.COMMAND,
+    "claim_timer": m.Unit.TIMER_CLAIM,
+    "fire_timer": m.Unit.TIMER_FIRE,
+    "renew_timer": m.Unit.TIMER_RENEW,
+    "release_timer": m.Unit.TIMER_RELEASE,
+}
+
+
+class Ledgered:
+    """The runtime under test with the ledger in front; every other attribute passes through."""
+
+    def __init__(self, machine: _Machine, runtime: SagaRuntime) -> None:
+        self._machine = machine
+        self._runtime = runtime
+        self.ledger = Ledger()
+        self._model = m.OrchestratorStore()
+        self._parts = {owner: m.ParticipantState(w.participant_config(owner)) for owner in w.OWNERS}
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = getattr(self._runtime, name)
+        unit = _UNITS.get(name)
+        if unit is None:
+            return attribute
+
+        def tallied(*args: Any) -> Any:
+            outcome = attribute(*args)
+            self._tally(name, unit, args, outcome)
+            # The model state after this call is the state before the next one (see module doc).
+            self._model, self._parts = self._machine.model, dict(self._machine.model_parts)
+            return outcome
+
+        self.__dict__[name] = tallied  # found before ``__getattr__`` from now on
+        return tallied
+
+    def _tally(self, name: str, unit: m.Unit | m.Operation, args: tuple[Any, ...], outcome: object) -> None:
+        ledger = self.ledger
+        if name == "start_saga_joined" and isinstance(outcome, m.RolledBack | m.OutcomeUnknown):
+            # The host's COMMIT failed after the runtime decided: the runtime counts its decision.
+            outcome = m.Started("", "", "")
+        tally = m.unit_tally(unit, outcome)
+        if unit is m.Unit.COMMAND:
+            owner, command = args[0], args[1]
+            stages = m.command_stages(self._parts[owner], command, cast(m.CommandOutcome, outcome))
+            tally = attrs.evolve(tally, stages=stages)
+        ledger.add(tally)
+        if tally.stages and isinstance(outcome, FAILED):
+            ledger.failed_attempts += 1
+        if unit is m.Unit.TIMER_FIRE:
+            timer_id, token, now_ms = args
+            late = m.fire_lateness(self._model, timer_id, token, now_ms)
+            if late is None:
+                ledger.stale_fires += isinstance(outcome, m.StaleFencingToken)
+            else:
+                ledger.lateness.append(late)
+
+
+def under_ledger(runtime: SagaRuntime) -> SagaRuntime:
+    """The runtime under test itself, for a machine that needs its own type (``crash/_saga.py``)."""
+    return runtime._runtime if isinstance(runtime, Ledgered) else runtime
+
+
+def observed(machine: _Machine, runtime: SagaRuntime) -> SagaRuntime:
+    """``runtime`` behind a ledger when it shows metrics; as it is otherwise."""
+    return cast(SagaRuntime, Ledgered(machine, runtime)) if runtime.capabilities.metrics else runtime
+
+
+# -- the structured snapshot, flattened ----------------------------------------------------
+
+
+def flatten(snapshot: MetricsSnapshot) -> dict[str, float]:
+    """Ratchet's ``MetricsSnapshot`` as samples of the text format (cumulative buckets)."""
+    out: dict[str, float] = {}
+    for stage, s in snapshot.stages.items():
+        labels = {"stage": stage.value}
+        running = 0
+        for le, n in zip(LE, s.buckets, strict=True):
+            running += n
+            out[sample_key(BUCKET, {**labels, "le": le})] = running
+        out[sample_key(COUNT, labels)] = s.count
+        out[sample_key(SUM, labels)] = s.total_seconds
+    for (name, pairs), value in snapshot.counters.items():
+        out[sample_key(name, dict(pairs))] = value
+    if snapshot.facts is not None:
+        out.update(_fact_samples(snapshot.facts))
+    return out
+
+
+def _fact_samples(facts: m.StoreFacts) -> dict[str, float]:
+    out: dict[str, float] = {
+        sample_key("nasaga_instances", {"status": s.value}): n for s, n in facts.instances.items()
+    }
+    out[sample_key("nasaga_timers", {"state": "scheduled"})] = facts.timers_scheduled
+    out[sample_key("nasaga_timers", {"state": "leased"})] = facts.timers_leased
+    for name, value in (
+        ("nasaga_attempts", facts.attempts),
+        ("nasaga_retry_attempts", facts.retries),
+        ("nasaga_unknown_results", facts.unknown_results),
+        ("nasaga_conflicts", facts.conflicts),
+        ("nasaga_quota_used", facts.quota_used),
+    ):
+        out[sample_key(name, {})] = value
+    return out
+
+
+@attrs.frozen
+class Scrape:
+    samples: Mapping[str, float]
+    series: tuple[m.Series, ...]
+    families: tuple[str, ...]
+
+
+def _without_created(text: str) -> str:
+    # Creation stamps are wall-clock times, compared with nothing; not parsing them is a third
+    # less work at every quiescence.
+    def name(line: str) -> str:
+        parts = line.split(" ", 3)
+        return parts[2] if line.startswith("#") and len(parts) > 2 else parts[0].split("{")[0]
+
+    return "\n".join(line for line in text.splitlines() if not name(line).endswith("_created")) + "\n"
+
+
+def parse(text: str) -> Scrape:
+    """The text exposition through prometheus-client's parser; ``_created`` stamps left out."""
+    samples: dict[str, float] = {}
+    series: list[m.Series] = []
+    families: list[str] = []
+    for family in text_string_to_metric_families(_without_created(text)):
+        if family.name.endswith("_created"):
+            continue
+        families.append(family.name)
+        for s in family.samples:
+            if s.name.endswith("_created"):
+                continue
+            series.append(m.Series(family.name, s.name, dict(s.labels)))
+            samples[sample_key(s.name, s.labels)] = s.value
+    return Scrape(samples, tuple(series), tuple(families))
+
+
+# -- the checks ------------------------------------------------------------------------------
+
+
+def _differ(rule: str, what: str, expected: Mapping[str, float], actual: Mapping[str, float]) -> None:
+    keys = sorted(k for k in {*expected, *actual} if expected.get(k, 0) != actual.get(k, 0))
+    if keys:
+        raise Violation(
+            rule,
+            what,
+            {
+                "samples": [
+                    f"{k}: expected {expected.get(k, 0)}, exposed {actual.get(k, 0)}" for k in keys[:12]
+                ]
+            },
+        )
+
+
+def _family(key: str) -> str:
+    return key.split("{")[0].removesuffix("_total")
+
+
+def _identities(machine: _Machine) -> frozenset[str]:
+    model = machine.model
+    tenants = {k.tenant for k in model.catalog.entries}
+    keys = {*w.BUSINESS_KEYS, w.OVER_QUOTA_KEY, *w.UPLOAD_KEYS}
+    messages = {*model.outbox, *model.inbox, *(e.command.effect_id for e in model.outbox.values())}
+    return frozenset({*model.receipts, *tenants, *keys, *messages})
+
+
+def check_metrics(machine: _Machine) -> None:
+    """Every S-OBS check on one scrape; called once nothing is in flight."""
+    if not machine.caps.metrics:
+        return
+    runtime = machine.runtime
+    ledger = cast(Ledgered, runtime).ledger
+    observation = cast(MetricsPort, runtime).read_metrics()
+    scrape = parse(observation.exposition)
+    repeated = sorted(n for n, k in Counter(scrape.families).items() if k > 1)
+    if repeated:
+        raise Violation("S-OBS-04", "a metric family is exposed twice", {"families": ", ".join(repeated)})
+    _check_stage_set(scrape)
+    _differ(
+        "S-OBS-05",
+        "the structured snapshot differs from the exposition",
+        observation.snapshot,
+        scrape.samples,
+    )
+    for rule, problem in m.label_violations(scrape.series, _identities(machine)):
+        raise Violation(rule, "a label breaks the label policy", {"sample": problem})
+    reach: Callable[[str], None] = machine.context.reach
+    reach("obs:labels-bounded")
+    if len({i.definition.tenant for i in machine.model.instances.values()}) > 1:
+        reach("obs:several-tenants")
+    _check_stages(ledger, scrape.samples)
+    counters = {
+        k: v for k, v in scrape.samples.items() if k.split("{")[0].removesuffix("_total") in PROCESS_COUNTERS
+    }
+    _differ("S-OBS-04", "process counters differ from the harness's ledger", dict(ledger.counters), counters)
+    facts = _fact_samples(m.store_facts(machine.model))
+    _differ(
+        "S-OBS-06",
+        "database facts differ from the model",
+        facts,
+        {k: scrape.samples.get(k, 0) for k in facts},
+    )
+    reach("obs:reconciled")
+    if ledger.failed_attempts:
+        reach("obs:failed-attempt-observed")
+    if ledger.stale_fires:
+        reach("obs:stale-fire-unobserved")
+    if any(late > 0 for late in ledger.lateness):
+        reach("obs:lateness-observed")
+
+
+def _check_stage_set(scrape: Scrape) -> None:
+    stages = {s.labels.get("stage") for s in scrape.series if s.family == m.STAGE_METRIC}
+    bounds = {s.labels.get("le") for s in scrape.series if s.name == BUCKET}
+    declared = {s.value for s in m.Stage}
+    if stages != declared or bounds != set(LE):
+        raise Violation(
+            "S-OBS-01",
+            "the stage histogram is not the five fixed stages over the fixed bounds",
+            {"stages": ", ".join(sorted(map(str, stages))), "bounds": ", ".join(sorted(map(str, bounds)))},
+        )
+
+
+def _check_stages(ledger: Ledger, samples: Mapping[str, float]) -> None:
+    for stage in m.Stage:
+        if stage is m.Stage.TIMER_LATENESS:
+            continue
+        labels = {"stage": stage.value}
+        exposed = samples.get(sample_key(COUNT, labels), 0)
+        if exposed != ledger.stages[stage]:
+            raise Violation(
+                "S-OBS-02",
+                f"{stage.value} observed {exposed:g} attempts, the harness ran {ledger.stages[stage]}",
+                {"stage": stage.value},
+            )
+    labels = {"stage": m.Stage.TIMER_LATENESS.value}
+    buckets = Counter(m.bucket_of(late) for late in ledger.lateness)
+    expected = {sample_key(COUNT, labels): float(len(ledger.lateness))}
+    running = 0
+    for index, le in enumerate(LE):
+        running += buckets[index]
+        expected[sample_key(BUCKET, {**labels, "le": le})] = running
+    actual = {k: samples.get(k, 0) for k in expected}
+    _differ("S-OBS-03", "timer lateness differs from the fires that passed their fence", expected, actual)
+    total = samples.get(sample_key(SUM, labels), 0)
+    if not math.isclose(total, math.fsum(ledger.lateness), rel_tol=1e-9, abs_tol=1e-9):
+        raise Violation(
+            "S-OBS-03",
+            "timer lateness sum differs from the fires' own lateness",
+            {"expected": math.fsum(ledger.lateness), "exposed": total},
+        )

@@ -1,0 +1,93 @@
+"""Deliberately broken saga *runtimes* whose metrics lie, each in one way the contract forbids.
+
+Each is Ratchet's own runtime over the in-memory saga backend with one class swapped, so every
+outcome and every row is correct and the only thing the harness can find is the metric. Each
+factory is a runtime factory (``(namespace, fates, stats) -> SagaRuntime``), the role a runtime
+that brings its own storage fills (``conformance/saga/_target.py``)::
+
+    path = "examples.broken_saga_runtimes:retry_counted_twice"
+    run_matrix([(BackendUnderTest("twice", "saga", {"runtime": path}), suite_named("saga"))], options)
+
+===================  ========  ==============================================================
+factory              rule      the bug
+===================  ========  ==============================================================
+retry_counted_twice  S-OBS-04  a command that committed after a failed try is counted as
+                               processed twice (once for the try that rolled back)
+labels_by_tenant     S-OBS-08  starts are also counted per tenant, with the tenant as a label
+===================  ========  ==============================================================
+
+``BROKEN_SAGA_RUNTIMES`` maps each factory name to the rule ID the harness must report.
+"""
+
+from __future__ import annotations
+
+from prometheus_client import CollectorRegistry, Counter
+
+from conformance._machine import SuiteStats
+from conformance.saga._port import FateHook, SagaRuntime
+from conformance.saga._ratchet import RatchetRuntime
+from impls.saga import Clock, EligibilityCheck, Orchestrator, Participant, RuntimeMetrics, always_eligible
+from impls.saga.memory import open_memory_saga_backend
+from model.saga import (
+    CommandEnvelope,
+    CommandOutcome,
+    CommandProcessed,
+    Decision,
+    StartOutcome,
+    StartSaga,
+    Unit,
+)
+
+
+class RetryCountedTwice(Participant):
+    """S-OBS-04: the redelivery that finally commits also counts the try that rolled back."""
+
+    def handle_command(self, command: CommandEnvelope, producer: str, decision: Decision) -> CommandOutcome:
+        retried = command.command_id in self.delivery_failures
+        outcome = super().handle_command(command, producer, decision)
+        if retried and isinstance(outcome, CommandProcessed):
+            self.metrics.count(Unit.COMMAND, outcome)
+        return outcome
+
+
+class TenantMetrics(RuntimeMetrics):
+    """S-OBS-08: one more counter, labelled by the tenant a start names."""
+
+    def __init__(self, registry: CollectorRegistry | None = None, clock: Clock = lambda: 0.0) -> None:
+        super().__init__(registry, clock)
+        self.starts_by_tenant = Counter(
+            "nasaga_starts_by_tenant", "Starts per tenant.", ["tenant"], registry=self.registry
+        )
+
+
+class TenantLabelled(Orchestrator):
+    def start_saga(
+        self, request: StartSaga, now_ms: int, eligible: EligibilityCheck = always_eligible
+    ) -> StartOutcome:
+        outcome = super().start_saga(request, now_ms, eligible)
+        if isinstance(self.metrics, TenantMetrics):
+            self.metrics.starts_by_tenant.labels(request.definition.tenant).inc()
+        return outcome
+
+
+class _RetryCountedTwiceRuntime(RatchetRuntime):
+    participant_class = RetryCountedTwice
+
+
+class _TenantLabelledRuntime(RatchetRuntime):
+    orchestrator_class = TenantLabelled
+    metrics_class = TenantMetrics
+
+
+def retry_counted_twice(namespace: str, fates: FateHook, stats: SuiteStats) -> SagaRuntime:
+    return _RetryCountedTwiceRuntime(open_memory_saga_backend, namespace, fates, stats)
+
+
+def labels_by_tenant(namespace: str, fates: FateHook, stats: SuiteStats) -> SagaRuntime:
+    return _TenantLabelledRuntime(open_memory_saga_backend, namespace, fates, stats)
+
+
+BROKEN_SAGA_RUNTIMES: dict[str, str] = {
+    "retry_counted_twice": "S-OBS-04",
+    "labels_by_tenant": "S-OBS-08",
+}
