@@ -18,11 +18,12 @@ SEED_FLAG := $(if $(filter random,$(SEED)),,--seed $(SEED))
 
 -include mk/services.mk
 
-.PHONY: help venv proto conformance conformance-real test lint types crosshair pytest clean
+.PHONY: help venv proto conformance conformance-real conformance-nasaga nasaga-host test lint types crosshair pytest clean
 
 help:
 	@echo "make conformance  - conformance suites on memory + fakeredis + sqlite (embedded; transport on fakeredis + loopback gRPC)"
-	@echo "make test         - lint, types, CrossHair, all tests incl. real Redis/Cassandra/PostgreSQL/MariaDB"
+	@echo "make test         - lint, types, CrossHair, the nasaga host, all tests and suites on real Redis/Cassandra/PostgreSQL/MariaDB"
+	@echo "make nasaga-host  - build the nasaga host (Rust; hosts/nasaga)"
 	@echo "make services     - install (when missing) and start the real services on loopback"
 	@echo "make services-stop"
 
@@ -55,29 +56,48 @@ crosshair: venv
 	$(BIN)/crosshair check model/commit --per_condition_timeout=$(CROSSHAIR_BUDGET)
 	$(BIN)/crosshair check model/saga  # budgets are directives in model/saga/__init__.py
 
+PYTEST_FLAGS ?= --durations=25
 pytest: venv
 	@mkdir -p $(REPORTS)
-	$(BIN)/pytest -q --junitxml=$(REPORTS)/pytest.xml
+	$(BIN)/pytest -q $(PYTEST_FLAGS) --junitxml=$(REPORTS)/pytest.xml
 
+# --suite all is every registered suite: store, commit, saga, durability, saga-durability, transport,
+# each on the backends of its family in the list. The durability suites kill -9 and restart the
+# project's servers (scripts/services), so this runs alone: after pytest, never beside it.
 conformance-real: venv proto
 	@mkdir -p $(REPORTS)
 	$(BIN)/conformance run --backend memory,fakeredis,sqlite,redis,cql,postgres,mysql --suite all --profile $(PROFILE) $(SEED_FLAG) \
 		--junit $(REPORTS)/conformance-real.xml --report $(REPORTS)/conformance-real.json
 
+# The nasaga host (docs/nasaga.md); its cargo target directory lives outside the repository.
+CARGO_TARGET_DIR ?= $(HOME)/.cache/ratchet/cargo-target
+nasaga-host:
+	@command -v cargo >/dev/null || { echo "make nasaga-host: cargo not found; the nasaga host (hosts/nasaga) needs Rust (https://rustup.rs)" >&2; exit 2; }
+	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) cargo build --manifest-path hosts/nasaga/Cargo.toml
+
+# The saga suite on the real nasaga runtime (PostgreSQL), in its host.
+conformance-nasaga: venv nasaga-host
+	@mkdir -p $(REPORTS)
+	$(BIN)/conformance run --suite saga --backend nasaga-pg --profile $(PROFILE) $(SEED_FLAG) \
+		--junit $(REPORTS)/conformance-nasaga.xml --report $(REPORTS)/conformance-nasaga.json
+
 # Services are started first so that a missing server fails the run in CI instead of skipping.
+# The host is built before pytest (tests/impls/test_nasaga_host.py runs it). Every phase runs even
+# when an earlier one failed; each one's time is printed, and the failed ones are named at the end.
+TEST_PHASES := lint types crosshair nasaga-host pytest conformance-real conformance-nasaga
 test: venv
 	@$(MAKE) --no-print-directory services
-	@status=0; \
-	$(MAKE) --no-print-directory lint types crosshair pytest conformance-real || status=$$?; \
+	@status=0; failed=""; begin=$$(date +%s); \
+	for phase in $(TEST_PHASES); do \
+		start=$$(date +%s); rc=0; \
+		$(MAKE) --no-print-directory $$phase || rc=$$?; \
+		echo "[make test] $$phase: $$(( $$(date +%s) - start ))s$$( [ $$rc = 0 ] || echo " FAILED (exit $$rc)")"; \
+		if [ $$rc != 0 ]; then status=$$rc; failed="$$failed $$phase"; fi; \
+	done; \
+	echo "[make test] total: $$(( $$(date +%s) - begin ))s$${failed:+; failed:$$failed}"; \
 	if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory services-stop || true; \
 	else echo "services left running; stop them with: make services-stop"; fi; \
 	exit $$status
-
-# The nasaga host (docs/nasaga.md); its cargo target directory lives outside the repository.
-CARGO_TARGET_DIR ?= $(HOME)/.cache/ratchet/cargo-target
-.PHONY: nasaga-host
-nasaga-host:
-	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) cargo build --manifest-path hosts/nasaga/Cargo.toml
 
 clean:
 	rm -rf $(REPORTS) .mypy_cache .ruff_cache .pytest_cache
