@@ -185,8 +185,8 @@ def first_payload(envelope: Mapping[str, Any], artifact: m.DefinitionArtifact) -
     raw = envelope.get("raw_payload")
     if raw is not None:
         contract = m.PayloadContract(str(raw["content_type"]), raw.get("schema_id") or None)
-        data = bytes.fromhex(raw["body_hex"]) if "body_hex" in raw else str(raw.get("body_text", "")).encode()
-        return m.SagaPayload(data, contract)
+        # nasaga's SagaPayload serializes its body as a JSON array of byte values.
+        return m.SagaPayload(bytes(raw["body"]), contract)
     payload = envelope.get("payload")
     if payload is None:
         return None

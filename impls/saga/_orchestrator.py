@@ -437,6 +437,9 @@ class Orchestrator:
                 return Abort(UnknownDefinition(key))
             if row.lifecycle is Lifecycle.RETIRED:
                 return Abort(DefinitionNotLoadable(key, row.lifecycle))
+            if row.lifecycle is Lifecycle.CANDIDATE:
+                # Not loaded (S-CAT-08): refused before the start's own checkpoints (S-START-04).
+                return Abort(DefinitionNotStartable(key, row.lifecycle))
             entry = entry_of(row)
             payload = admit_payload(request.json_payload, request.raw_payload, entry.artifact.first_input)
             if isinstance(payload, PayloadRejected):

@@ -200,6 +200,11 @@ def start_saga(store: OrchestratorStore, attempt: StartAttempt) -> tuple[Orchest
         return store, UnknownDefinition(key)
     if entry.lifecycle is Lifecycle.RETIRED:
         return store, DefinitionNotLoadable(key, entry.lifecycle)
+    if entry.lifecycle is Lifecycle.CANDIDATE:
+        # Not in the loaded snapshot (S-CAT-08): refused where the snapshot is used, before the create
+        # transaction and its eligibility checkpoints (seed: 在使用 definition 快照前 ... 复验;
+        # docs/nasaga-findings.md N-14).
+        return store, DefinitionNotStartable(key, entry.lifecycle)
     artifact = entry.artifact
     payload = admit_payload(request.json_payload, request.raw_payload, artifact.first_input)
     if isinstance(payload, PayloadRejected):
