@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+import attrs
 from hypothesis import strategies as st
 
 from conformance._faults import FaultKind
@@ -51,7 +52,10 @@ class SagaMachineBase(ConformanceMachine):
             self, self.context.target.open(ns, self._fate, self.context.stats)
         )
         self.caps: RuntimeCapabilities = self.runtime.capabilities
-        self.context.stats.details["runtime-lacks"] = ",".join(self.caps.missing())
+        details = self.context.stats.details
+        details["runtime-lacks"] = ",".join(self.caps.missing())
+        for name, value in attrs.asdict(self.caps).items():
+            details[f"runtime:{name}"] = str(value)  # what FaultKind.requires reads
         self.model = m.OrchestratorStore(
             trusted_producers=frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT if self.caps.quota else None
         )

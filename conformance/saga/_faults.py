@@ -2,11 +2,18 @@
 
 from conformance._faults import FaultKind, register_fault_kind
 
+# ``requires``: a runtime capability (conformance/saga/_port.py), recorded as "runtime:<name>".
 COMMIT_ROLLED_BACK = register_fault_kind(
-    FaultKind("commit-rolled-back", "a local transaction failed before COMMIT")
+    FaultKind(
+        "commit-rolled-back", "a local transaction failed before COMMIT", requires="runtime:injectable_fates"
+    )
 )
 COMMIT_UNKNOWN = register_fault_kind(
-    FaultKind("commit-unknown", "COMMIT was sent and its answer lost (applied or not)")
+    FaultKind(
+        "commit-unknown",
+        "COMMIT was sent and its answer lost (applied or not)",
+        requires="runtime:injectable_fates",
+    )
 )
 ACK_LOST = register_fault_kind(
     FaultKind("ack-lost", "a delivery committed but its ACK was lost; redelivered")
@@ -18,7 +25,9 @@ EFFECT_UNCERTAIN = register_fault_kind(
     FaultKind("effect-uncertain", "a participant's external effect left unknown")
 )
 LEASE_LOST = register_fault_kind(
-    FaultKind("lease-lost", "a timer worker's lease taken over while it holds its token")
+    FaultKind(
+        "lease-lost", "a timer worker's lease taken over while it holds its token", requires="runtime:timers"
+    )
 )
 RELAY_CRASH = register_fault_kind(
     FaultKind("relay-crash", "an outbox relay died between publishing and recording")
@@ -27,7 +36,11 @@ LIFECYCLE_RACE = register_fault_kind(
     FaultKind("lifecycle-race", "a catalog lifecycle move between starts and results")
 )
 STALE_GENERATION = register_fault_kind(
-    FaultKind("stale-generation", "a replica renews its route with a generation a re-registration superseded")
+    FaultKind(
+        "stale-generation",
+        "a replica renews its route with a generation a re-registration superseded",
+        requires="runtime:routes",
+    )
 )
 
 SAGA_FAULTS = (

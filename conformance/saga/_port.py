@@ -51,6 +51,10 @@ class RuntimeCapabilities:
     attempt_budgets: bool = True
     #: The transition journal reads back in the model's vocabulary (S-STEP-08).
     step_journal: bool = True
+    #: A start that gives no first-step input is refused, as the model reads S-START-10 today. The
+    #: seed says only that the two inputs are exclusive; nasaga admits none (docs/nasaga-findings.md
+    #: N-15, a model misreading whose fix is pending); until then such a start is not drawn there.
+    starts_need_input: bool = True
     #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``
     #: (S-OBS-*). Off unless a runtime says so: one that shows none is judged on the rest.
     metrics: bool = False

@@ -62,6 +62,8 @@ def initial_ring() -> m.KeyRing:
 class TransportMachineBase(ConformanceMachine):
     def __init__(self) -> None:
         super().__init__()
+        # Ratchet's runtime decides its COMMITs through this machine's fate hook (saga fault kinds).
+        self.context.stats.details["runtime:injectable_fates"] = "True"
         ns = self.context.new_namespace()
         target = self.context.target
         self.now = 0

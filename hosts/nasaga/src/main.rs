@@ -7,6 +7,7 @@
 //! caught at the op boundary and answered as `host.internal`; end of input closes every pool.
 
 mod convert;
+mod descriptors;
 mod engine;
 mod host;
 mod ops;
