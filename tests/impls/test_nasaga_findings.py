@@ -620,3 +620,40 @@ def test_n13_a_stale_result_is_applied_with_the_status_unchanged(host: NasagaHos
         ("reserve", "cancel", 1),
         ("charge", "execute", 1),
     ]
+
+
+def test_n14_a_candidate_refuses_a_start_before_the_second_eligibility_checkpoint(
+    host: NasagaHost, world: World
+) -> None:
+    """N-14: a start on a candidate (not loaded) is refused where the snapshot is used: the host's
+    eligibility check ran once (checkpoint 0) and its ``false`` for checkpoint 1 was never asked."""
+    ns = world(activate=False)
+    refused = _refused(
+        lambda: host.start_saga(
+            ns,
+            saga_id="s1",
+            tenant=TENANT,
+            workflow=WORKFLOW,
+            version=1,
+            business_key="k1",
+            now_ms=NOW,
+            payload={"order": "s1"},
+            eligibility=[True, False],
+        )
+    )
+    assert refused.code == "start.definition_inactive"
+
+
+def test_n15_a_start_without_first_step_input_is_admitted(host: NasagaHost, world: World) -> None:
+    """N-15: neither ``payload`` nor ``raw_payload``: nasaga starts the saga and its first command
+    carries no input (the model refuses it as S-START-10 NONE_GIVEN)."""
+    ns = world()
+    started = host.start_saga(
+        ns, saga_id="s1", tenant=TENANT, workflow=WORKFLOW, version=1, business_key="k1", now_ms=NOW
+    )
+    assert started.outcome == "started"
+    command = _last(host, ns, "orchestrator", "s1")
+    assert command.envelope.get("payload") is None
+    assert command.envelope.get("raw_payload") is None
+    delivered = host.deliver_command(ns, "p0", command.envelope, "succeeded")
+    assert (delivered.handled, delivered.status) == ("executed", "SUCCEEDED")
