@@ -50,8 +50,8 @@ def nondurable_redis_control() -> LocalRedis:
 
 
 async def nondurable_redis_store(namespace: str, membership: MembershipDirectory) -> RedisMessageStore:
-    return await open_redis_store(namespace, membership, url=nondurable_redis_control().url)
+    return await open_redis_store(namespace, membership, endpoint=nondurable_redis_control().url)
 
 
 async def nondurable_redis_outbox(namespace: str) -> RedisOutbox:
-    return await open_redis_outbox(namespace, url=nondurable_redis_control().url)
+    return await open_redis_outbox(namespace, endpoint=nondurable_redis_control().url)

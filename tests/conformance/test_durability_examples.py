@@ -79,11 +79,11 @@ def durable_control() -> LocalRedis:
 
 
 async def durable_store(namespace: str, membership: MembershipDirectory) -> object:
-    return await open_redis_store(namespace, membership, url=durable_control().url)
+    return await open_redis_store(namespace, membership, endpoint=durable_control().url)
 
 
 async def durable_outbox(namespace: str) -> object:
-    return await open_redis_outbox(namespace, url=durable_control().url)
+    return await open_redis_outbox(namespace, endpoint=durable_control().url)
 
 
 @pytest.mark.service("redis")
