@@ -11,13 +11,22 @@ SERVER_CRASH = register_fault_kind(
     FaultKind(
         "server-crash",
         "the real server is killed -9 (between steps or mid-call), restarted on its data dir",
+        applies_per="server-crash",
     )
 )
 REOPEN = register_fault_kind(
-    FaultKind("reopen", "the store (or saga backend) object is closed and a new one opened on the namespace")
+    FaultKind(
+        "reopen",
+        "the store (or saga backend) object is closed and a new one opened on the namespace",
+        applies_per="reopen",
+    )
 )
 TWO_CLIENTS = register_fault_kind(
-    FaultKind("two-clients", "two store objects, each with its own connections, serve concurrent committers")
+    FaultKind(
+        "two-clients",
+        "two store objects, each with its own connections, serve concurrent committers",
+        applies_per="reopen",  # a second store object on the namespace: what reopen needs
+    )
 )
 
 CRASH_MOMENTS = ("between-steps", "in-flight")
