@@ -81,7 +81,15 @@ def test_conformance_replay_reproduces_from_the_command_line(run_broken: RunBrok
     assert failure is not None and failure.failure_file is not None
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GRPC_VERBOSITY": "NONE"}
     done = subprocess.run(
-        [sys.executable, "-m", "conformance.cli", "replay", str(failure.failure_file)],
+        [
+            sys.executable,
+            "-m",
+            "conformance.cli",
+            "replay",
+            "--trust",
+            "examples.broken_transports",
+            str(failure.failure_file),
+        ],
         capture_output=True,
         text=True,
         env=env,
