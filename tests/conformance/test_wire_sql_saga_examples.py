@@ -9,7 +9,7 @@ import pytest
 from conformance import FailureFile, Verdict, replay, run_conformance
 from examples.wire_sql_saga_backends import WIRE_SQL_SAGA_BACKENDS
 
-SEED = 1  # finds the bug within the first few dozen examples on both engines
+SEED = 2  # finds the bug early on both engines (about 40 s each; seed 1 took minutes)
 SHIPPED = {"postgres": "impls.sql:open_postgres_saga_backend", "mariadb": "impls.sql:open_mysql_saga_backend"}
 
 
