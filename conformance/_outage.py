@@ -20,6 +20,7 @@ Two things end a suite as ``ERROR`` (exit 2, one line naming what failed) instea
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import os
 import threading
 from collections.abc import Awaitable, Callable
@@ -67,10 +68,12 @@ def bounded_sync(what: str, call: Callable[[], T], context: Witness | None = Non
     limit = watchdog_seconds()
     box: list[T] = []
     failure: list[BaseException] = []
+    # The caller's context variables go along (the run's record of opened backends, _opened.py).
+    caller = contextvars.copy_context()
 
     def run() -> None:
         try:
-            box.append(call())
+            box.append(caller.run(call))
         except BaseException as error:  # re-raised on the caller's thread
             failure.append(error)
 
