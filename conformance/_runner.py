@@ -153,7 +153,12 @@ def run_suite(
     started = time.perf_counter()
     try:
         target = suite.make_target(backend)
-        examples = options.examples if options.examples is not None else suite.examples.get(options.profile)
+        examples = options.examples
+        if examples is None:
+            caps = [
+                c for c in (suite.examples.get(options.profile), backend.examples.get(options.profile)) if c
+            ]
+            examples = min(caps) if caps else None
         settings = hypothesis_settings(
             options.profile, examples=examples, steps=options.steps, database_dir=options.database_dir
         )

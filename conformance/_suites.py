@@ -46,6 +46,9 @@ class BackendUnderTest:
     factories: Mapping[str, str | Callable[..., Any]]
     service: str | None = None
     in_process: bool = False
+    #: Examples per profile for a backend whose every step is a process round trip (the nasaga
+    #: host): fewer than the suite's own count, never more; ``--examples`` overrides both.
+    examples: Mapping[str, int] = attrs.field(factory=dict)
 
     def factory(self, role: str) -> Callable[..., Any]:
         """Raises ``ValueError`` for a bad path (a usage error). The callable returned raises

@@ -59,7 +59,10 @@ class SagaMachineBase(ConformanceMachine):
         self.model = m.OrchestratorStore(
             trusted_producers=frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT if self.caps.quota else None
         )
-        self.model_parts = {owner: m.ParticipantState(w.participant_config(owner)) for owner in w.OWNERS}
+        budget = {} if self.caps.dead_letters else {"transient_failure_budget": w.NO_DEAD_LETTERS}
+        self.model_parts = {
+            owner: m.ParticipantState(w.participant_config(owner, **budget)) for owner in w.OWNERS
+        }
         self.results_published: set[str] = set()
         self.wire = w.Wire()
         self.now = 0

@@ -83,7 +83,11 @@ class NasagaRuntime:
         self.host = _host(engine)
         self.ns = f"n{namespace}"[:40]
         self.stats = stats
-        self._call(lambda: self.host.open_namespace(self.ns, list(w.OWNERS)))
+        try:
+            self._call(lambda: self.host.open_namespace(self.ns, list(w.OWNERS)))
+        except NasagaHostError as exc:
+            # e.g. nasaga-mysql refusing MariaDB's schema (docs/nasaga-findings.md N-02): no verdict.
+            raise HarnessEnvironmentError(f"nasaga could not open a namespace on {engine}: {exc}") from exc
         self.artifacts: dict[m.DefinitionKey, m.DefinitionArtifact] = {}
         #: model command id -> nasaga's command envelope; model message id -> (producer, nasaga envelope)
         self.commands: dict[str, Mapping[str, Any]] = {}

@@ -55,6 +55,10 @@ class RuntimeCapabilities:
     #: seed says only that the two inputs are exclusive; nasaga admits none (docs/nasaga-findings.md
     #: N-15, a model misreading whose fix is pending); until then such a start is not drawn there.
     starts_need_input: bool = True
+    #: The participant runtime dead-letters a command once its transient-failure budget is spent
+    #: (S-PART-04). nasaga's leaves that to its transports (seed: 重试耗尽只进入 DLT, the Transport
+    #: table); without it a failing command stays redeliverable, as the model is then told.
+    dead_letters: bool = True
     #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``
     #: (S-OBS-*). Off unless a runtime says so: one that shows none is judged on the rest.
     metrics: bool = False

@@ -106,13 +106,21 @@ def descriptor(key: CapabilityKey, shape: int) -> CapabilityDescriptor:
     return CapabilityDescriptor(key, transport, address, base_path, credentials)
 
 
-def participant_config(owner: str) -> ParticipantConfig:
+#: A transient-failure budget no example exhausts: for a runtime whose participant never
+#: dead-letters (``RuntimeCapabilities.dead_letters``).
+NO_DEAD_LETTERS = 1_000_000
+
+
+def participant_config(owner: str, transient_failure_budget: int = 2) -> ParticipantConfig:
     index = OWNERS.index(owner)
     bindings = {StepBinding(KEY, DIGEST, index, JSON_CONTRACT if index == 0 else None)}
     if owner == UPLOAD.steps[0].owner:
         bindings.add(StepBinding(UPLOAD_KEY, UPLOAD_DIGEST, 0, UPLOAD_CONTRACT))
     return ParticipantConfig(
-        owner, frozenset({ORCHESTRATOR}), frozenset(bindings), transient_failure_budget=2
+        owner,
+        frozenset({ORCHESTRATOR}),
+        frozenset(bindings),
+        transient_failure_budget=transient_failure_budget,
     )
 
 

@@ -116,6 +116,7 @@ def _named_backends() -> Mapping[str, BackendUnderTest]:
             {spec.role: spec.factory} | ({"control": spec.control} if spec.control else {}),
             spec.service,
             spec.in_process,
+            spec.examples,
         )
         for name, spec in SAGA_BACKENDS.items()
     }
