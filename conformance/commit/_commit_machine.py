@@ -27,6 +27,7 @@ key must be COMMITTED with its first coordinates (C-POST-02, C-POST-09); then ea
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -474,9 +475,26 @@ class CommitMachine(CommitWorld):
                 f"readiness answered {answer} while the outbox was down"
                 + ("" if asked else ", without asking the outbox"),
             ).violation
+        if error is not None and self.oracle.wire is not None:
+            # Behind the fault proxy a healed fault can leave the driver reconnecting (one reset marks
+            # cassandra-driver's only host down): readiness must come back once it has, bounded.
+            error = self.run(self._readiness_after_reconnect(error))
         if error is not None:
             raise self.oracle.fail("C-PRE-06", f"readiness failed on live backends: {error}").violation
         self.context.reach("rule:C-PRE-06")
+
+    async def _readiness_after_reconnect(self, error: BaseException) -> BaseException | None:
+        for attempt in range(1, 12):  # about 12 s of backoff, as the oracle's read-backs
+            if not (isinstance(error, CommitError) and error.kind is CommitErrorKind.UNAVAILABLE):
+                return error
+            await asyncio.sleep(min(0.05 * 2**attempt, 2.0))
+            try:
+                await self.committer(None).readiness()
+            except CommitError as again:
+                error = again
+                continue
+            return None
+        return error
 
     # --- the end -------------------------------------------------------------------------------
 

@@ -48,6 +48,10 @@ class SagaWireRules(SagaMachine):
             self.wire_pending = SAGA_WIRE_FAULTS[kind]
 
     def _set_fate(self, name: str) -> m.CommitFate:
+        if self.wire_commit is not None:
+            # The unit the last fate was for never reached COMMIT (a refusal): the fault waits for
+            # a unit the model is told about, never the next one of the same step.
+            self.wire_pending, self.wire_commit = self.wire_commit, None
         fate = super()._set_fate(name)
         kind, self.wire_pending = self.wire_pending, None
         if fate is not m.CommitFate.COMMITTED or kind is None:
