@@ -39,6 +39,7 @@ from conformance._faults import CRASH, INTERLEAVE, RECOVERY_SWEEP
 from conformance._machine import step
 from conformance._outage import bounded
 from conformance._scheduler import Gate, Scheduler, SchedulerHang, WorkerOutcome
+from conformance._violations import HarnessEnvironmentError
 from conformance.commit import _vocabulary as v
 from conformance.commit._faults import OUTBOX_DOWN, OUTBOX_FAULTS
 from conformance.commit._judge import OUTBOX_CHECKS, show
@@ -64,6 +65,7 @@ from model.commit import scan_recoverable_commits as model_scan
 ACK = "ack"
 NONE = "none"
 _RECOVERABLE = CommitErrorKind.RECOVERABLE.value
+_WIRE_RECONNECT_ROUNDS = 11  # about 12 s of backoff, as the oracle read-backs
 _QUIESCENCE_ROUNDS = 6
 # Small, so that an outage of three calls (arm_store_fault(calls=3)) exhausts a call and RECOVERABLE
 # (C-ERR-03) is reached; any value >= 1 is a legal configuration of the committer.
@@ -503,7 +505,10 @@ class CommitMachine(CommitWorld):
         self.crash_at.clear()
         self.oracle.arm(None)
         self.outbox_oracle.arm(None)
-        for _ in range(_QUIESCENCE_ROUNDS):
+        unavailable = 0
+        rounds = _QUIESCENCE_ROUNDS
+        while rounds > 0:
+            rounds -= 1
             due = model_scan(self.oracle.state, self.now + 1, MAX_SCAN_ITEMS)
             assert isinstance(due, list)
             if not due:
@@ -511,6 +516,20 @@ class CommitMachine(CommitWorld):
             outcome = self.drive(self._sweep)
             if outcome.error is not None and not isinstance(outcome.error, CommitError):
                 raise self.oracle.fail("C-ERR-02", f"recover_due raised {outcome.error!r}"[:300]).violation
+            error = outcome.error
+            if isinstance(error, CommitError) and error.kind is CommitErrorKind.UNAVAILABLE:
+                if self.oracle.wire is not None and unavailable < _WIRE_RECONNECT_ROUNDS:
+                    # A healed wire fault can leave the driver reconnecting (cassandra-driver marks
+                    # its only host down): wait for it, bounded, before judging what recovery left.
+                    unavailable += 1
+                    rounds += 1
+                    self.run(asyncio.sleep(min(0.05 * 2**unavailable, 2.0)))
+                    continue
+                if self.oracle.wire is not None:
+                    raise HarnessEnvironmentError(
+                        f"the backend stayed unavailable for the recovery sweep at quiescence: {error}"
+                    )
+            unavailable = 0
             if any(self._stage_of(i.key) == CommitStage.COMMITTED.name for i in due):
                 self.context.reach("recovered")
             self.note_continuations()
