@@ -120,8 +120,9 @@ LONG_MODULES = {
     # The commit oracle: lock-step calls, fault hooks, outage and two-client seams; the read-back
     # checks are the next to move out (as the saga side's _machine/_checks split).
     "conformance/commit/_oracle.py": 660,
-    # The commit machine's rules; to be split into rule groups like the saga machine.
-    "conformance/commit/_commit_machine.py": 560,
+    # The commit machine's rules, grown by the wire faults' bounded reconnect waits (readiness,
+    # the recovery sweep); to be split into rule groups like the saga machine.
+    "conformance/commit/_commit_machine.py": 600,
 }
 MODULE_LIMIT = 500
 
