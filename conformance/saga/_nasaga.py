@@ -223,19 +223,10 @@ class NasagaRuntime:
         return None if record is None else str(record["lifecycle"]).lower()
 
     def query_definition(self, key: m.DefinitionKey) -> object:
-        body = self._call(
-            lambda: self.host.call(
-                "load_definition",
-                namespace=self.ns,
-                tenant=key.tenant,
-                workflow=key.workflow,
-                version=key.version,
-            )
-        )
-        record = body.get("record")
-        if record is None:
+        lifecycle = self._lifecycle(key)
+        if lifecycle is None:
             return Seen("UnknownDefinition")
-        return Seen("CatalogEntry", (repr(key), str(record.get("lifecycle", "")).lower()))
+        return Seen("CatalogEntry", (repr(key), lifecycle))
 
     # -- starts ----------------------------------------------------------------------------
 
@@ -420,18 +411,9 @@ class NasagaRuntime:
         keys = {w.KEY, w.UPLOAD_KEY, w.SPARE_KEY, w.CONFLICT.key, *(a.key for a in w.INVALID)}
         lifecycles: dict[m.DefinitionKey, m.Lifecycle] = {}
         for key in sorted(keys, key=repr):
-            body = self._call(
-                lambda key=key: self.host.call(
-                    "load_definition",
-                    namespace=self.ns,
-                    tenant=key.tenant,
-                    workflow=key.workflow,
-                    version=key.version,
-                )
-            )
-            record = body.get("record")
-            if record is not None:
-                lifecycles[key] = m.Lifecycle(str(record["lifecycle"]).lower())
+            lifecycle = self._lifecycle(key)
+            if lifecycle is not None:
+                lifecycles[key] = m.Lifecycle(lifecycle)
         return CatalogObservation({k: ("", b"") for k in lifecycles}, lifecycles, {})
 
     def observe_participant(self, owner: str) -> ParticipantObservation:
