@@ -657,3 +657,44 @@ def test_n15_a_start_without_first_step_input_is_admitted(host: NasagaHost, worl
     assert command.envelope.get("raw_payload") is None
     delivered = host.deliver_command(ns, "p0", command.envelope, "succeeded")
     assert (delivered.handled, delivered.status) == ("executed", "SUCCEEDED")
+
+
+def test_n44_a_start_refused_before_its_transaction_observes_no_start_stage(
+    host: NasagaHost, world: World
+) -> None:
+    """N-44: a start whose eligibility is revoked at checkpoint 0 is refused on eligibility even
+    with an invalid payload, and a start of an inactive definition is refused: neither moves the
+    ``start_transaction`` count; an invalid payload alone is refused inside and counted."""
+    ns = world()
+
+    def starts() -> int:
+        stages = host.read_metrics(ns, now_ms=NOW)["latency"]
+        return int(next(s["count"] for s in stages if s["stage"] == "start_transaction"))
+
+    invalid = {"content_type": "application/json", "body_hex": b"not json".hex()}
+    args = {"tenant": TENANT, "workflow": WORKFLOW, "version": 1, "now_ms": NOW}
+    before = starts()
+    revoked = _refused(
+        lambda: host.call(
+            "start_saga",
+            namespace=ns,
+            saga_id="s1",
+            business_key="k1",
+            raw_payload=invalid,
+            eligibility=[False],
+            **args,
+        )
+    )
+    inactive = _refused(
+        lambda: host.call(
+            "start_saga", namespace=ns, saga_id="s2", business_key="k2", **{**args, "version": 2}
+        )
+    )
+    assert starts() == before, (revoked.code, inactive.code)
+    payload = _refused(
+        lambda: host.call(
+            "start_saga", namespace=ns, saga_id="s3", business_key="k3", raw_payload=invalid, **args
+        )
+    )
+    assert (revoked.code, inactive.code, payload.code) == ("X", "X", "start.invalid_payload")
+    assert starts() == before + 1
