@@ -164,6 +164,7 @@ def _named_backends() -> Mapping[str, BackendUnderTest]:
             | ({"control": spec.control} if spec.control else {}),
             spec.service,
             spec.in_process,
+            examples=spec.examples,
         )
         for name, spec in COMMIT_BACKENDS.items()
     }
