@@ -18,7 +18,7 @@ SEED_FLAG := $(if $(filter random,$(SEED)),,--seed $(SEED))
 
 -include mk/services.mk
 
-.PHONY: help venv proto conformance conformance-real conformance-live conformance-live-commit conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
+.PHONY: help venv proto pytest-parallel pytest-timing conformance conformance-real conformance-live conformance-live-commit conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
 
 help:
 	@echo "make conformance  - conformance suites on memory + fakeredis + sqlite (embedded; transport on fakeredis + loopback gRPC)"
@@ -70,11 +70,27 @@ pytest: venv
 	@mkdir -p $(REPORTS)
 	$(BIN)/pytest -q $(PYTEST_FLAGS) --junitxml=$(REPORTS)/pytest.xml
 
+# make test's pytest, in two phases: pytest-parallel (on two worker processes, beside the live
+# suites; most tests wait on a server, not a core) and pytest-timing (the tests that assert a
+# wall-clock bound, marked `timing`: run where the cores are not saturated, beside the crash suites,
+# which use the servers but no more than one core).
+# pytest files that only repeat what conformance-live runs (store+commit on fakeredis, redis and cql,
+# ci profile, coverage gate on): make test leaves them to conformance-live; `make pytest` runs them.
+COVERED_BY_CONFORMANCE_LIVE := tests/conformance/test_backends.py
+pytest-parallel: venv
+	@mkdir -p $(REPORTS)
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -n 2 -m "not timing" $(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) \
+		--junitxml=$(REPORTS)/pytest.xml
+
+pytest-timing: venv
+	@mkdir -p $(REPORTS)
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -m timing --junitxml=$(REPORTS)/pytest-timing.xml
+
 # Every registered suite on the embedded and real backends, in parts. The live suites leave the
 # servers running: conformance-live-commit (store, commit, transport) and conformance-live-saga
 # (saga) may run side by side with each other and with pytest. conformance-crash runs the
-# durability suites, which kill -9 and restart the project's servers (scripts/services): it runs
-# alone, never beside pytest or another suite. Each backend runs the suites of its family only.
+# durability suites, which kill -9 and restart the project's servers (scripts/services): nothing
+# that uses those servers may run beside it. Each backend runs the suites of its family only.
 # conformance-real is all of it, one part after the other.
 REAL_BACKENDS := memory,fakeredis,sqlite,redis,cql,postgres,mysql
 LIVE_SUITES_commit := store,commit,transport
@@ -112,17 +128,13 @@ conformance-nasaga: venv nasaga-host
 # failed, each phase's time is printed and the failed ones are named at the end. CrossHair runs
 # alone (its budgets are wall-clock: beside other work it would explore less). The host is built
 # before pytest (tests/impls/test_nasaga_host.py runs it); conformance-crash kills the servers, so
-# it runs last and alone.
-TEST_GROUPS := lint,types crosshair nasaga-host pytest,conformance-live-commit,conformance-live-saga,conformance-nasaga \
-	conformance-crash
-# pytest files that only repeat what conformance-live runs (store+commit on fakeredis, redis and cql,
-# ci profile, coverage gate on): make test leaves them to conformance-live; `make pytest` runs them.
-COVERED_BY_CONFORMANCE_LIVE := tests/conformance/test_backends.py
-# make test's pytest: on worker processes (pytest-xdist), the files above left out.
-TEST_PYTEST_FLAGS := $(PYTEST_FLAGS) -n 2 $(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE))
+# it runs last, beside only the timing tests (which need no server it kills).
+TEST_GROUPS := lint,types crosshair nasaga-host \
+	pytest-parallel,conformance-live-commit,conformance-live-saga,conformance-nasaga \
+	conformance-crash,pytest-timing
 test: venv
 	@$(MAKE) --no-print-directory services
-	@status=0; PYTEST_FLAGS='$(TEST_PYTEST_FLAGS)' scripts/test-phases $(TEST_GROUPS) || status=$$?; \
+	@status=0; scripts/test-phases $(TEST_GROUPS) || status=$$?; \
 	if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory services-stop || true; \
 	else echo "services left running; stop them with: make services-stop"; fi; \
 	exit $$status

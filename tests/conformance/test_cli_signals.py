@@ -23,6 +23,9 @@ from xml.etree import ElementTree
 
 import pytest
 
+# Wall-clock bounds: make test runs these beside nothing that saturates the cores (pytest-timing).
+pytestmark = pytest.mark.timing
+
 REPO = Path(__file__).resolve().parents[2]
 CONFORMANCE = Path(sys.executable).with_name("conformance")
 EXAMPLES = 60

@@ -89,6 +89,7 @@ def test_progress_shows_done_of_target_and_an_eta() -> None:
     assert "shrinking C-POST-02" in stream.getvalue().splitlines()[-1]
 
 
+@pytest.mark.timing
 def test_the_time_budget_stops_generation_and_the_report_says_so(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -66,6 +66,7 @@ def test_a_server_killed_by_hand_mid_run_is_exit_2_without_a_failure_file(
     assert not (tmp_path / "failures").exists() or not any((tmp_path / "failures").iterdir())
 
 
+@pytest.mark.timing
 @pytest.mark.service("redis")
 def test_a_frozen_server_is_reported_by_the_watchdog(
     own_redis: LocalRedis, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
@@ -88,6 +89,7 @@ async def never_returns(namespace: str, membership: MembershipDirectory) -> obje
     raise MessageStoreError  # pragma: no cover - never reached
 
 
+@pytest.mark.timing
 def test_a_factory_that_never_returns_is_reported_by_the_watchdog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
