@@ -39,6 +39,7 @@ import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
+from conformance._faults import FaultKind
 from conformance._machine import ConformanceMachine, step
 from conformance._suites import BackendUnderTest
 from conformance._violations import HarnessEnvironmentError, Violation
@@ -180,7 +181,7 @@ class NasagaStreamMachine(ConformanceMachine):
 
     # -- helpers ---------------------------------------------------------------------------
 
-    def _allows(self, kind: f.FaultKind) -> bool:
+    def _allows(self, kind: FaultKind) -> bool:
         return self.context.faults.allows(kind.name)
 
     def _appended(self, entry_id: str, message_id: str) -> int:
@@ -217,7 +218,7 @@ class NasagaStreamMachine(ConformanceMachine):
             raise Violation(
                 "S-STREAM-01",
                 "the stream got other commands than the outbox held",
-                {"expected": [c.command_id for c in actual], "actual": published},
+                {"expected": repr([c.command_id for c in actual]), "actual": repr(published)},
             )
 
     # -- rules -----------------------------------------------------------------------------
@@ -311,7 +312,9 @@ class NasagaStreamMachine(ConformanceMachine):
         if actual != expect:
             rule_id = "S-STREAM-03" if actual["reclaimed"] != expect["reclaimed"] else "S-STREAM-04"
             raise Violation(
-                rule_id, "the round settled otherwise than the model", {"expected": expect, "actual": actual}
+                rule_id,
+                "the round settled otherwise than the model",
+                {"expected": repr(expect), "actual": repr(actual)},
             )
         if int(report["handler_calls"]) != handler_runs:
             raise Violation(
@@ -371,7 +374,7 @@ class NasagaStreamMachine(ConformanceMachine):
         assert isinstance(expected, m.Delivered)
         if [self.ordinal.get(i, -1) for i in got] != [d.entry_id for d in expected.deliveries]:
             raise Violation(
-                "S-STREAM-01", "the audit group read other entries than the model", {"actual": got}
+                "S-STREAM-01", "the audit group read other entries than the model", {"actual": repr(got)}
             )
         for entry_id in got:
             self.client.xack(self.stream, AUDIT, entry_id)
@@ -433,7 +436,7 @@ class NasagaStreamMachine(ConformanceMachine):
             raise Violation(
                 "S-STREAM-07" if missing else "S-STREAM-01",
                 "entries a group still needed are gone" if missing else "the stream's entries differ",
-                {"expected": expected, "actual": present},
+                {"expected": repr(expected), "actual": repr(present)},
             )
         letters = []
         for _, fields in self.client.xrange(self.dead) or []:
@@ -442,7 +445,9 @@ class NasagaStreamMachine(ConformanceMachine):
         want = [(d.entry_id, d.reason) for d in self.log.dead_letters]
         if letters != want:
             raise Violation(
-                "S-STREAM-06", "the dead letters differ from the model", {"expected": want, "actual": letters}
+                "S-STREAM-06",
+                "the dead letters differ from the model",
+                {"expected": repr(want), "actual": repr(letters)},
             )
         infos = {_text(i["name"]): i for i in self.client.xinfo_groups(self.stream) or []}
         for group, state in self.log.groups.items():

@@ -831,3 +831,42 @@ def test_n44_a_start_refused_before_its_transaction_observes_no_start_stage(
         "start.invalid_payload",
     )
     assert starts() == before + 1
+
+
+@pytest.mark.service("redis")
+def test_n45_the_safe_trim_keeps_each_groups_last_delivered_entry(host: NasagaHost, world: World) -> None:
+    """N-45: once every group acknowledged every entry, nasaga's ``safe_trim_by_group_frontier``
+    still keeps the newest one: its frontier is a group's last-delivered id itself."""
+    import redis
+
+    from impls.endpoints import redis_url
+
+    ns = world()
+    prefix = f"ratchet:{ns}"
+    opened = host.call(
+        "stream_open",
+        namespace=ns,
+        redis_url=redis_url(),
+        prefix=prefix,
+        routes=[{"owner": "p0", "step": "reserve"}],
+        consumers=["c1"],
+        group="work",
+        signing={"key_id": "k1", "secret": b"k".hex()},
+        verifying={"k1": b"k".hex()},
+    )
+    stream = opened["streams"]["p0"]["stream"]
+    client = redis.Redis.from_url(redis_url())
+    try:
+        _start(host, ns, "s1")
+        _start(host, ns, "s2")
+        assert host.call("stream_dispatch", namespace=ns)["published"] == 2
+        polled = host.call("stream_poll", namespace=ns, owner="p0", consumer="c1", decision="succeeded")
+        assert (polled["acked"], polled["handler_calls"]) == (2, 2)
+        assert client.xpending(stream, "work")["pending"] == 0
+        assert host.call("stream_trim", namespace=ns, owner="p0")["removed"] == 1
+        assert client.xlen(stream) == 1
+        assert host.call("stream_trim", namespace=ns, owner="p0")["removed"] == 0
+    finally:
+        host.call("stream_close", namespace=ns)
+        client.delete(stream, opened["streams"]["p0"]["dead_letters"])
+        client.close()
