@@ -18,11 +18,12 @@ SEED_FLAG := $(if $(filter random,$(SEED)),,--seed $(SEED))
 
 -include mk/services.mk
 
-.PHONY: help venv proto conformance conformance-real conformance-nasaga nasaga-host test lint types crosshair pytest clean
+.PHONY: help venv proto conformance conformance-real conformance-live conformance-live-commit conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
 
 help:
 	@echo "make conformance  - conformance suites on memory + fakeredis + sqlite (embedded; transport on fakeredis + loopback gRPC)"
 	@echo "make test         - lint, types, CrossHair, the nasaga host, all tests and suites on real Redis/Cassandra/PostgreSQL/MariaDB"
+	@echo "make conformance-real - every suite on the embedded and real backends (live, then crash)"
 	@echo "make nasaga-host  - build the nasaga host (Rust; hosts/nasaga)"
 	@echo "make services     - install (when missing) and start the real services on loopback"
 	@echo "make services-stop"
@@ -69,13 +70,29 @@ pytest: venv
 	@mkdir -p $(REPORTS)
 	$(BIN)/pytest -q $(PYTEST_FLAGS) --junitxml=$(REPORTS)/pytest.xml
 
-# --suite all is every registered suite: store, commit, saga, durability, saga-durability, transport,
-# each on the backends of its family in the list. The durability suites kill -9 and restart the
-# project's servers (scripts/services), so this runs alone: after pytest, never beside it.
-conformance-real: venv proto
+# Every registered suite on the embedded and real backends, in parts. The live suites leave the
+# servers running: conformance-live-commit (store, commit, transport) and conformance-live-saga
+# (saga) may run side by side with each other and with pytest. conformance-crash runs the
+# durability suites, which kill -9 and restart the project's servers (scripts/services): it runs
+# alone, never beside pytest or another suite. Each backend runs the suites of its family only.
+# conformance-real is all of it, one part after the other.
+REAL_BACKENDS := memory,fakeredis,sqlite,redis,cql,postgres,mysql
+LIVE_SUITES_commit := store,commit,transport
+LIVE_SUITES_saga := saga
+CRASH_SUITES := durability,saga-durability
+conformance-real: conformance-live conformance-crash
+conformance-live: conformance-live-commit conformance-live-saga
+
+conformance-live-commit conformance-live-saga: conformance-live-%: venv proto
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --backend memory,fakeredis,sqlite,redis,cql,postgres,mysql --suite all --profile $(PROFILE) $(SEED_FLAG) \
-		--junit $(REPORTS)/conformance-real.xml --report $(REPORTS)/conformance-real.json
+	$(BIN)/conformance run --backend $(REAL_BACKENDS) --suite $(LIVE_SUITES_$*) \
+		--profile $(PROFILE) $(SEED_FLAG) \
+		--junit $(REPORTS)/conformance-live-$*.xml --report $(REPORTS)/conformance-live-$*.json
+
+conformance-crash: venv
+	@mkdir -p $(REPORTS)
+	$(BIN)/conformance run --backend $(REAL_BACKENDS) --suite $(CRASH_SUITES) --profile $(PROFILE) $(SEED_FLAG) \
+		--junit $(REPORTS)/conformance-crash.xml --report $(REPORTS)/conformance-crash.json
 
 # The nasaga host (docs/nasaga.md); its cargo target directory lives outside the repository.
 CARGO_TARGET_DIR ?= $(HOME)/.cache/ratchet/cargo-target
@@ -90,23 +107,22 @@ conformance-nasaga: venv nasaga-host
 		--junit $(REPORTS)/conformance-nasaga.xml --report $(REPORTS)/conformance-nasaga.json
 
 # Services are started first so that a missing server fails the run in CI instead of skipping.
-# The host is built before pytest (tests/impls/test_nasaga_host.py runs it). Every phase runs even
-# when an earlier one failed; each one's time is printed, and the failed ones are named at the end.
-TEST_PHASES := lint types crosshair nasaga-host pytest conformance-real conformance-nasaga
-# pytest files that only repeat what conformance-real runs (store+commit on fakeredis, redis and cql,
-# ci profile, coverage gate on): make test leaves them to conformance-real; `make pytest` runs them.
-COVERED_BY_CONFORMANCE_REAL := tests/conformance/test_backends.py
+# Phases run group by group (scripts/test-phases): a group's phases side by side, since most of their
+# time is spent waiting on servers, not on a core; every group runs even when an earlier phase
+# failed, each phase's time is printed and the failed ones are named at the end. CrossHair runs
+# alone (its budgets are wall-clock: beside other work it would explore less). The host is built
+# before pytest (tests/impls/test_nasaga_host.py runs it); conformance-crash kills the servers, so
+# it runs last and alone.
+TEST_GROUPS := lint,types crosshair nasaga-host pytest,conformance-live-commit,conformance-live-saga,conformance-nasaga \
+	conformance-crash
+# pytest files that only repeat what conformance-live runs (store+commit on fakeredis, redis and cql,
+# ci profile, coverage gate on): make test leaves them to conformance-live; `make pytest` runs them.
+COVERED_BY_CONFORMANCE_LIVE := tests/conformance/test_backends.py
+# make test's pytest: on worker processes (pytest-xdist), the files above left out.
+TEST_PYTEST_FLAGS := $(PYTEST_FLAGS) -n 2 $(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE))
 test: venv
 	@$(MAKE) --no-print-directory services
-	@status=0; failed=""; begin=$$(date +%s); \
-	for phase in $(TEST_PHASES); do \
-		start=$$(date +%s); rc=0; \
-		$(MAKE) --no-print-directory $$phase \
-			PYTEST_FLAGS='$(PYTEST_FLAGS) $(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_REAL))' || rc=$$?; \
-		echo "[make test] $$phase: $$(( $$(date +%s) - start ))s$$( [ $$rc = 0 ] || echo " FAILED (exit $$rc)")"; \
-		if [ $$rc != 0 ]; then status=$$rc; failed="$$failed $$phase"; fi; \
-	done; \
-	echo "[make test] total: $$(( $$(date +%s) - begin ))s$${failed:+; failed:$$failed}"; \
+	@status=0; PYTEST_FLAGS='$(TEST_PYTEST_FLAGS)' scripts/test-phases $(TEST_GROUPS) || status=$$?; \
 	if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory services-stop || true; \
 	else echo "services left running; stop them with: make services-stop"; fi; \
 	exit $$status

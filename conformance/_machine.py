@@ -37,7 +37,7 @@ from conformance._cleanup import Namespaces, namespace_stamp
 from conformance._faults import ALL_FAULTS, FaultFilter
 from conformance._latency import CallLatencies
 from conformance._opened import start_recording
-from conformance._outage import BackendLost
+from conformance._outage import BackendLost, lost, outage_reason
 from conformance._violations import JsonValue, Violation
 
 T = TypeVar("T")
@@ -88,6 +88,10 @@ class RecordedFailure:
 ProgressHook = Callable[["RunContext"], None]
 
 
+#: How often, at most, a run asks the backend's service whether it still answers (one request).
+PROBE_EVERY_S = 10.0
+
+
 @attrs.define(eq=False)
 class RunContext:
     """Everything the examples of one (backend, suite) run share.
@@ -114,7 +118,10 @@ class RunContext:
     hard_deadline: float | None = None
     budget_spent: bool = False
     cleanup: Namespaces = attrs.field(factory=Namespaces)
+    #: The backend's real service (BackendSpec.service): probed between examples, see check_service.
+    service: str | None = None
     _namespaces: int = 0
+    _probed: float = attrs.field(factory=time.monotonic)
 
     def new_namespace(self) -> str:
         """A fresh namespace per example: letters and digits only, unique across runs and processes."""
@@ -135,6 +142,17 @@ class RunContext:
         if now >= self.deadline and (not shrinking or now >= (self.hard_deadline or self.deadline)):
             self.budget_spent = True
             raise BudgetSpent()
+
+    def check_service(self) -> None:
+        """Between examples, at most every ``PROBE_EVERY_S``: a real service that stopped answering
+        ends the run as an outage (exit 2) within seconds, instead of a store answering UNAVAILABLE
+        (a legal answer) to every call until the last example (docs/ci-gate.md, exit codes)."""
+        if self.service is None or time.monotonic() - self._probed < PROBE_EVERY_S:
+            return
+        reason = outage_reason(self.service)
+        self._probed = time.monotonic()
+        if reason is not None:
+            raise lost(reason, self)
 
     def inject(self, kind: str) -> None:
         self.stats.faults[kind] += 1
@@ -158,6 +176,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         _signals.check()  # a signal stops the run before a new example opens anything
         self.context.check_budget()
+        self.context.check_service()
         self.opened = start_recording()  # what this example's factories open (conformance._cleanup)
         super().__init__()
         self.loop = asyncio.new_event_loop()

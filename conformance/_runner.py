@@ -166,7 +166,13 @@ def run_suite(
         context = RunContext(suite.name, backend.name, None)
         return SuiteResult(backend.name, suite.name, Verdict.ERROR, context.stats, 0.0, seed, error=str(exc))
     context = RunContext(
-        suite.name, backend.name, target, options.faults, progress=progress, profile=options.profile
+        suite.name,
+        backend.name,
+        target,
+        options.faults,
+        progress=progress,
+        profile=options.profile,
+        service=backend.service,
     )
     context.target_examples = settings.max_examples
     if options.time_budget_s is not None:

@@ -45,6 +45,7 @@ from conformance.commit._faults import OUTBOX_DOWN, OUTBOX_FAULTS
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import HaltExample, ObservedStore
 from conformance.commit._outbox import ObservedOutbox, OutboxOracle
+from conformance.commit._reconnect import readiness_again, unavailable
 from conformance.commit._store_machine import CONVERSATIONS, KEYS, STORE_FAULTS, VARIANTS, CommitWorld
 from conformance.commit._target import CommitTarget
 from impls.api import ListableOutbox, MessageStore, Outbox
@@ -466,8 +467,21 @@ class CommitMachine(CommitWorld):
         error = outcome.error
         if error is not None and not isinstance(error, CommitError):
             raise self.oracle.fail("C-ERR-02", f"readiness raised {error!r}"[:300]).violation
+        assert error is None or isinstance(error, CommitError)  # (narrowed by the check above)
         if down:
             asked = self.context.stats.faults[OUTBOX_DOWN.name] > outages
+            if not asked and self.oracle.wire is not None and unavailable(error):
+                # The store's driver was still reconnecting after a healed wire fault, so the
+                # committer never got as far as the outbox: ask again (bounded) until it does.
+                asked_before = outages
+                error = self.run(
+                    readiness_again(
+                        lambda: self.committer(None).readiness(),
+                        error,
+                        settled=lambda: self.context.stats.faults[OUTBOX_DOWN.name] > asked_before,
+                    )
+                )
+                asked = self.context.stats.faults[OUTBOX_DOWN.name] > outages
             if asked and isinstance(error, CommitError) and error.kind is CommitErrorKind.UNAVAILABLE:
                 self.context.reach("readiness-refused:outbox-down")
                 return
@@ -480,23 +494,10 @@ class CommitMachine(CommitWorld):
         if error is not None and self.oracle.wire is not None:
             # Behind the fault proxy a healed fault can leave the driver reconnecting (one reset marks
             # cassandra-driver's only host down): readiness must come back once it has, bounded.
-            error = self.run(self._readiness_after_reconnect(error))
+            error = self.run(readiness_again(lambda: self.committer(None).readiness(), error))
         if error is not None:
             raise self.oracle.fail("C-PRE-06", f"readiness failed on live backends: {error}").violation
         self.context.reach("rule:C-PRE-06")
-
-    async def _readiness_after_reconnect(self, error: BaseException) -> BaseException | None:
-        for attempt in range(1, 12):  # about 12 s of backoff, as the oracle's read-backs
-            if not (isinstance(error, CommitError) and error.kind is CommitErrorKind.UNAVAILABLE):
-                return error
-            await asyncio.sleep(min(0.05 * 2**attempt, 2.0))
-            try:
-                await self.committer(None).readiness()
-            except CommitError as again:
-                error = again
-                continue
-            return None
-        return error
 
     # --- the end -------------------------------------------------------------------------------
 
