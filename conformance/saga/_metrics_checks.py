@@ -43,8 +43,15 @@ SUM = f"{m.STAGE_METRIC}_sum"
 PROCESS_COUNTERS = (m.TRANSPORT_METRIC, m.PROCESSING_METRIC, m.GOVERNANCE_METRIC)
 LE = [*(repr(b) for b in m.STAGE_BUCKETS), "+Inf"]  # as the text format spells bounds
 FAILED = (m.RolledBack, m.OutcomeUnknown, m.DeadLettered)
-#: Start refusals a runtime may decide from its definition registry before any transaction (N-44).
-REGISTRY_REFUSALS = (m.UnknownDefinition, m.DefinitionNotLoadable, m.DefinitionNotStartable)
+
+
+def _refused_from_registry(outcome: object) -> bool:
+    """A start refused for a definition nasaga's registry does not hold: unknown, not loadable,
+    or in no startable state but deprecated (a deprecated one is held, for replays, and refused
+    inside the transaction; N-44)."""
+    if isinstance(outcome, m.DefinitionNotStartable):
+        return outcome.lifecycle is not m.Lifecycle.DEPRECATED
+    return isinstance(outcome, m.UnknownDefinition | m.DefinitionNotLoadable)
 
 
 class _Machine(Protocol):
@@ -146,7 +153,7 @@ class Ledgered:
             if not isinstance(outcome, get_args(m.StartOutcome)):
                 _, outcome = m.start_saga(self._model, m.StartAttempt(request, now_ms))
             # Eligibility revoked at checkpoint 0 refuses first there, whatever else is wrong.
-            if revoked == 0 or isinstance(outcome, REGISTRY_REFUSALS):
+            if revoked == 0 or _refused_from_registry(outcome):
                 tally = attrs.evolve(tally, stages=())  # refused from the registry, no transaction (N-44)
         if unit is m.Unit.RESULT and not self._machine.caps.refusals_in_transaction:
             envelope, producer, now_ms = args

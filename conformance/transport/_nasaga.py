@@ -27,21 +27,16 @@ N-45): the frontier is compared as nasaga computes it, ``nasaga_frontier``.
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import json
 import time
 import uuid
-from collections.abc import Callable
 from typing import Any
 
-import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, rule
 
 from conformance._faults import FaultKind
 from conformance._machine import ConformanceMachine, step
-from conformance._suites import BackendUnderTest
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga import _world as w
 from conformance.saga._base import unwrapped
@@ -49,82 +44,20 @@ from conformance.saga._faults import RELAY_CRASH
 from conformance.saga._nasaga import NasagaRuntime
 from conformance.saga._port import model_participant
 from conformance.transport import _faults as f
+from conformance.transport._nasaga_world import (
+    AUDIT,
+    CONSUMERS,
+    DECISIONS,
+    GROUP,
+    NASAGA_LACKS,
+    OWNER,
+    PLANTED,
+    SECRET,
+    STEP,
+    nasaga_frontier,
+    nasaga_signature,
+)
 from model import saga as m
-
-GROUP, AUDIT, OWNER, STEP = "work", "audit", "p0", "reserve"
-CONSUMERS = ("c1", "c2")
-SECRET = b"secret-k1"
-#: how -> (fault kind, nasaga's dead-letter reason)
-PLANTED = {
-    "unsigned": (f.UNSIGNED_ENVELOPE, "saga_stream_signature_missing"),
-    "forged": (f.FORGED_ENVELOPE, "saga_stream_signature_invalid"),
-    "old_key": (f.OLD_KEY_ENVELOPE, "saga_stream_signature_key_unknown"),
-    "poison": (f.POISON, "saga_command_payload_undecodable"),
-}
-DECISIONS = {"succeed": m.Decision.SUCCEED, "reject": m.Decision.REJECT, "fail": m.Decision.TRANSIENT_FAILURE}
-#: Fault kinds of the suite nasaga's connector cannot be put through, and why.
-NASAGA_LACKS = {
-    f.CONSUMER_KILLED.name: "poll_once has no instant between COMMIT and XACK to stop at",
-    f.KEY_ROTATED.name: "a consumer's keyring is frozen in its configuration",
-    **{k.name: "the host serves no gRPC listener yet" for k in f.GRPC_FAULTS},
-}
-
-
-def nasaga_signature(key: bytes, stream: str, event_id: str, event: str, payload: bytes) -> str:
-    """The entry signature nasaga's consumer verifies: HMAC-SHA256 over each field prefixed with
-    its length as 8 big-endian bytes (stream, event id, event type, payload, "no traceparent")."""
-    fields = [stream.encode(), event_id.encode(), event.encode(), payload, b"0", b""]
-    message = b"".join(len(x).to_bytes(8, "big") + x for x in fields)
-    return hmac.new(key, message, hashlib.sha256).hexdigest()
-
-
-def nasaga_frontier(stream: m.DeliveryStream) -> int:
-    """nasaga's trim frontier: per group its smallest pending entry, else its last-delivered one
-    (kept, N-45); the minimum over groups. ``XTRIM MINID`` removes the entries below it."""
-    return min((min(g.pending) if g.pending else g.last_delivered for g in stream.groups.values()), default=0)
-
-
-@attrs.frozen
-class NasagaTransportTarget:
-    open_client: Callable[[], Any]
-    redis_url: str
-
-    def specialise(self, _base: type[ConformanceMachine]) -> type[ConformanceMachine]:
-        return NasagaStreamMachine
-
-    @classmethod
-    def of(cls, backend: BackendUnderTest) -> NasagaTransportTarget:
-        from impls.endpoints import redis_url
-
-        return cls(backend.factory("streams"), redis_url())
-
-
-def nasaga_target(backend: BackendUnderTest) -> NasagaTransportTarget:
-    """The ``target`` role of the nasaga transport backends (``suites.py``)."""
-    return NasagaTransportTarget.of(backend)
-
-
-def nasaga_targets() -> dict[str, str]:
-    """What the gate asks of a run on nasaga's connector."""
-    from conformance._machine import step_names
-
-    targets = {f"step:{name}": "this rule never ran" for name in step_names(NasagaStreamMachine)}
-    for kind in (
-        f.POISON,
-        f.FORGED_ENVELOPE,
-        f.UNSIGNED_ENVELOPE,
-        f.OLD_KEY_ENVELOPE,
-        f.TRIM_UNDER_LAG,
-        f.CLAIMED_WHILE_WORKING,
-        RELAY_CRASH,
-    ):
-        targets[f"fault:{kind.name}"] = f"no {kind.name} fault was injected"
-    targets["duplicate-entry-absorbed"] = "no second entry of a published command was absorbed by the inbox"
-    targets["retained-entry-redelivered"] = "no entry left pending by a failing handler was redelivered"
-    targets["trimmed-under-lag"] = "no trim removed entries while another group lagged"
-    for _, reason in PLANTED.values():
-        targets[f"dead-letter:{reason}"] = f"no entry was dead-lettered as {reason}"
-    return targets
 
 
 def _text(value: Any) -> str:
@@ -140,7 +73,7 @@ class NasagaStreamMachine(ConformanceMachine):
             details[f"transport:{kind}"] = f"not applicable: {why}"
         self.now = 0
         ns = self.context.new_namespace()
-        target: NasagaTransportTarget = self.context.target
+        target: Any = self.context.target  # _nasaga_target.NasagaTransportTarget
         self.runtime = NasagaRuntime("postgres", ns, self.context.stats)
         self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS))
         self.part = m.ParticipantState(
