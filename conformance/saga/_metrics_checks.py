@@ -25,7 +25,7 @@ import functools
 import math
 from collections import Counter
 from collections.abc import Callable, Mapping
-from typing import Any, Protocol, cast
+from typing import Any, Protocol, cast, get_args
 
 import attrs
 from prometheus_client.parser import text_string_to_metric_families
@@ -43,6 +43,15 @@ SUM = f"{m.STAGE_METRIC}_sum"
 PROCESS_COUNTERS = (m.TRANSPORT_METRIC, m.PROCESSING_METRIC, m.GOVERNANCE_METRIC)
 LE = [*(repr(b) for b in m.STAGE_BUCKETS), "+Inf"]  # as the text format spells bounds
 FAILED = (m.RolledBack, m.OutcomeUnknown, m.DeadLettered)
+
+
+def _refused_from_registry(outcome: object) -> bool:
+    """A start refused for a definition nasaga's registry does not hold: unknown, not loadable,
+    or in no startable state but deprecated (a deprecated one is held, for replays, and refused
+    inside the transaction; N-44)."""
+    if isinstance(outcome, m.DefinitionNotStartable):
+        return outcome.lifecycle is not m.Lifecycle.DEPRECATED
+    return isinstance(outcome, m.UnknownDefinition | m.DefinitionNotLoadable)
 
 
 class _Machine(Protocol):
@@ -131,9 +140,27 @@ class Ledgered:
             outcome = m.Started("", "", "")
         tally = m.unit_tally(unit, outcome)
         if unit is m.Unit.COMMAND:
-            owner, command = args[0], args[1]
+            owner, command, producer, decision = args
+            if not isinstance(outcome, get_args(m.CommandOutcome)):
+                # A port that shows outcomes at its own resolution (nasaga's ``Seen``) and owns its
+                # COMMITs: the model's own outcome from the state before, every COMMIT committed.
+                delivery = m.CommandDelivery(command, producer, decision)
+                _, outcome = m.handle_command(self._parts[owner], delivery)
             stages = m.command_stages(self._parts[owner], command, cast(m.CommandOutcome, outcome))
             tally = attrs.evolve(tally, stages=stages)
+        if unit is m.Unit.START and not self._machine.caps.refusals_in_transaction:
+            request, now_ms, revoked = args
+            if not isinstance(outcome, get_args(m.StartOutcome)):
+                _, outcome = m.start_saga(self._model, m.StartAttempt(request, now_ms))
+            # Eligibility revoked at checkpoint 0 refuses first there, whatever else is wrong.
+            if revoked == 0 or _refused_from_registry(outcome):
+                tally = attrs.evolve(tally, stages=())  # refused from the registry, no transaction (N-44)
+        if unit is m.Unit.RESULT and not self._machine.caps.refusals_in_transaction:
+            envelope, producer, now_ms = args
+            if not isinstance(outcome, get_args(m.ResultOutcome)):
+                _, outcome = m.handle_result(self._model, m.ResultDelivery(envelope, producer, now_ms))
+            if isinstance(outcome, m.MessageRefused):
+                tally = attrs.evolve(tally, stages=())  # refused before any transaction (N-44)
         ledger.add(tally)
         if tally.stages and isinstance(outcome, FAILED):
             ledger.failed_attempts += 1
@@ -211,6 +238,16 @@ def _without_created(text: str) -> str:
     return "\n".join(line for line in text.splitlines() if not name(line).endswith("_created")) + "\n"
 
 
+def canonical_bound(le: str) -> str:
+    """A bucket bound in one spelling (``1``, ``1.0`` and ``1e0`` are the same bound): Python's
+    ``repr`` of the float, as ``LE`` spells the fixed bounds; unparsable text stays as it is."""
+    try:
+        bound = float(le)
+    except ValueError:
+        return le
+    return "+Inf" if bound == math.inf else repr(bound)
+
+
 def parse(text: str) -> Scrape:
     """The text exposition through prometheus-client's parser; ``_created`` stamps left out."""
     samples: dict[str, float] = {}
@@ -223,8 +260,11 @@ def parse(text: str) -> Scrape:
         for s in family.samples:
             if s.name.endswith("_created"):
                 continue
-            series.append(m.Series(family.name, s.name, dict(s.labels)))
-            samples[sample_key(s.name, s.labels)] = s.value
+            labels = dict(s.labels)
+            if "le" in labels:
+                labels["le"] = canonical_bound(labels["le"])
+            series.append(m.Series(family.name, s.name, labels))
+            samples[sample_key(s.name, labels)] = s.value
     return Scrape(samples, tuple(series), tuple(families))
 
 
@@ -265,7 +305,8 @@ def check_metrics(machine: _Machine) -> None:
     ledger = cast(Ledgered, runtime).ledger
     observation = cast(MetricsPort, runtime).read_metrics()
     scrape = parse(observation.exposition)
-    repeated = sorted(n for n, k in Counter(scrape.families).items() if k > 1)
+    names = scrape.families if machine.caps.openmetrics_names else _declared(observation.exposition)
+    repeated = sorted(n for n, k in Counter(names).items() if k > 1)
     if repeated:
         raise Violation("S-OBS-04", "a metric family is exposed twice", {"families": ", ".join(repeated)})
     _check_stage_set(scrape)
@@ -275,23 +316,27 @@ def check_metrics(machine: _Machine) -> None:
         observation.snapshot,
         scrape.samples,
     )
-    for rule, problem in m.label_violations(scrape.series, _identities(machine)):
+    for rule, problem in m.label_violations(scrape.series, _identities(machine), _catalog_labels(machine)):
         raise Violation(rule, "a label breaks the label policy", {"sample": problem})
     reach: Callable[[str], None] = machine.context.reach
     reach("obs:labels-bounded")
     if len({i.definition.tenant for i in machine.model.instances.values()}) > 1:
         reach("obs:several-tenants")
-    _check_stages(ledger, scrape.samples)
-    counters = {
-        k: v for k, v in scrape.samples.items() if k.split("{")[0].removesuffix("_total") in PROCESS_COUNTERS
-    }
-    _differ("S-OBS-04", "process counters differ from the harness's ledger", dict(ledger.counters), counters)
+    grown = _growth(scrape.samples, observation.baseline)
+    _check_stages(ledger, grown)
+    if machine.caps.process_counters:
+        counters = {k: v for k, v in grown.items() if _family(k) in PROCESS_COUNTERS}
+        _differ(
+            "S-OBS-04", "process counters differ from the harness's ledger", dict(ledger.counters), counters
+        )
+        reach("obs:counters-reconciled")
     facts = _fact_samples(m.store_facts(machine.model))
+    shown = scrape.samples if observation.facts is None else observation.facts
     _differ(
         "S-OBS-06",
         "database facts differ from the model",
-        facts,
-        {k: scrape.samples.get(k, 0) for k in facts},
+        {k: v for k, v in facts.items() if observation.facts is None or k in observation.facts},
+        {k: shown.get(k, 0) for k in facts if observation.facts is None or k in observation.facts},
     )
     reach("obs:reconciled")
     if ledger.failed_attempts:
@@ -302,11 +347,40 @@ def check_metrics(machine: _Machine) -> None:
         reach("obs:lateness-observed")
 
 
+def _declared(text: str) -> tuple[str, ...]:
+    """The metric names of the ``# TYPE`` lines, as the text format 0.0.4 spells them."""
+    return tuple(line.split(" ")[2] for line in text.splitlines() if line.startswith("# TYPE "))
+
+
+def _growth(samples: Mapping[str, float], baseline: Mapping[str, float]) -> dict[str, float]:
+    """What each sample grew by since ``baseline`` (the samples themselves without one)."""
+    return {k: v - baseline.get(k, 0) for k, v in samples.items()}
+
+
+def _bound(le: str | None) -> float | None:
+    """A bucket bound as a number: the text format spells ``1``, ``1.0`` and ``1e0`` alike."""
+    try:
+        return None if le is None else float(le)
+    except ValueError:
+        return None
+
+
+def _catalog_labels(machine: _Machine) -> dict[str, frozenset[str]]:
+    """Label sets closed by this example's catalog: a definition's workflow and version and the
+    fixed quantiles of a lifecycle summary (docs/nasaga-findings.md N-40)."""
+    keys = machine.model.catalog.entries
+    return {
+        "workflow": frozenset(k.workflow for k in keys),
+        "definition_version": frozenset(str(k.version) for k in keys),
+        "quantile": m.SUMMARY_QUANTILES,
+    }
+
+
 def _check_stage_set(scrape: Scrape) -> None:
     stages = {s.labels.get("stage") for s in scrape.series if s.family == m.STAGE_METRIC}
-    bounds = {s.labels.get("le") for s in scrape.series if s.name == BUCKET}
+    bounds = {_bound(s.labels.get("le")) for s in scrape.series if s.name == BUCKET}
     declared = {s.value for s in m.Stage}
-    if stages != declared or bounds != set(LE):
+    if stages != declared or bounds != {*m.STAGE_BUCKETS, math.inf}:
         raise Violation(
             "S-OBS-01",
             "the stage histogram is not the five fixed stages over the fixed bounds",

@@ -29,6 +29,7 @@ from typing import Any
 from conformance._machine import SuiteStats
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga import _world as w
+from conformance.saga._nasaga_metrics import observation, process_samples
 from conformance.saga._nasaga_terms import (
     CAPABILITIES,
     DECISION,
@@ -45,6 +46,7 @@ from conformance.saga._nasaga_terms import (
 from conformance.saga._port import (
     CatalogObservation,
     FateHook,
+    MetricsObservation,
     Observation,
     ParticipantObservation,
 )
@@ -88,6 +90,8 @@ class NasagaRuntime:
         except NasagaHostError as exc:
             # e.g. nasaga-mysql refusing MariaDB's schema (docs/nasaga-findings.md N-02): no verdict.
             raise HarnessEnvironmentError(f"nasaga could not open a namespace on {engine}: {exc}") from exc
+        # The process-wide latency buckets and counters before this example (S-OBS-02, -03).
+        self.baseline = process_samples(self._call(lambda: self.host.read_metrics(self.ns, now_ms=0)))
         self.artifacts: dict[m.DefinitionKey, m.DefinitionArtifact] = {}
         #: model command id -> nasaga's command envelope; model message id -> (producer, nasaga envelope)
         self.commands: dict[str, Mapping[str, Any]] = {}
@@ -434,6 +438,11 @@ class NasagaRuntime:
             effects.append(m.effect_id_for(str(row["saga_id"]), index, target))
         results = tuple(self._result(row.envelope) for row in self._rows(owner))
         return ParticipantObservation(tuple(effects), results)
+
+    def read_metrics(self) -> MetricsObservation:
+        """nasaga's rendered operational metrics and its latency snapshot (``_nasaga_metrics``).
+        ``now_ms`` only decides ``nasaga_due_timer``, which is not compared (N-42)."""
+        return observation(self._call(lambda: self.host.read_metrics(self.ns, now_ms=0)), self.baseline)
 
     def _artifact_of(self, saga_id: str) -> m.DefinitionArtifact:
         for key, artifact in self.artifacts.items():

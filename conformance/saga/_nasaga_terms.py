@@ -35,6 +35,10 @@ CAPABILITIES = RuntimeCapabilities(
     step_journal=False,
     starts_need_input=False,  # N-15: the model's S-START-10 is stricter than the seed
     dead_letters=False,  # the participant rolls a failing command back; its transports dead-letter
+    metrics=True,  # its latency snapshot and rendered operational metrics (read_metrics)
+    process_counters=False,  # its process source counts refusals and Kafka units only (N-41)
+    openmetrics_names=False,  # a counter and a gauge share one OpenMetrics family name (N-42)
+    refusals_in_transaction=False,  # a result's producer is checked before the transaction (N-44)
 )
 
 #: What this port does not compare, and why.

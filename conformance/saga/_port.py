@@ -62,6 +62,19 @@ class RuntimeCapabilities:
     #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``
     #: (S-OBS-*). Off unless a runtime says so: one that shows none is judged on the rest.
     metrics: bool = False
+    #: The process counts units by outcome in the three counter families of S-OBS-04 (transport,
+    #: processing, governance), reconciled call by call with the ledger. nasaga's process source
+    #: holds other counters (quota and action-rate refusals, Kafka units; finding N-41).
+    process_counters: bool = True
+    #: Metric names stay distinct under OpenMetrics, where a counter's family is its name without
+    #: ``_total`` (S-OBS-04). nasaga renders a counter ``nasaga_manual_intervention_total`` beside
+    #: a gauge ``nasaga_manual_intervention`` (finding N-42): its names are then checked as the
+    #: text format 0.0.4 it declares spells them, each ``# TYPE`` once.
+    openmetrics_names: bool = True
+    #: A result refused for its producer, and a start refused for its definition, are decided
+    #: inside the transaction, so its stage observes them (S-OBS-02). nasaga refuses both from its
+    #: registry before opening one (finding N-44): such a refusal observes no stage there.
+    refusals_in_transaction: bool = True
 
     def missing(self) -> tuple[str, ...]:
         """The capabilities this runtime lacks, by name (the coverage gate reads them)."""
@@ -102,6 +115,12 @@ class MetricsObservation:
 
     exposition: str
     snapshot: Mapping[str, float]
+    #: Process-wide samples read when this runtime's namespace opened: a process that serves
+    #: examples one after another keeps counting across them, and the ledger is this example's.
+    baseline: Mapping[str, float] = attrs.field(factory=dict)
+    #: The backend's facts as the model's fact samples, for a runtime that renders them under its
+    #: own names; only the facts it has a name for (S-OBS-06). None: read them from the scrape.
+    facts: Mapping[str, float] | None = None
 
 
 def sample_key(name: str, labels: Mapping[str, str]) -> str:

@@ -9,7 +9,11 @@ from conformance._faults import FaultKind, FaultPointSpec, register_fault_kind, 
 from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN, RELAY_CRASH
 
 CONSUMER_KILLED = register_fault_kind(
-    FaultKind("consumer-killed", "a stream consumer died after the unit's COMMIT and before XACK")
+    FaultKind(
+        "consumer-killed",
+        "a stream consumer died after the unit's COMMIT and before XACK",
+        applies_per="transport:consumer-killed",
+    )
 )
 CLAIMED_WHILE_WORKING = register_fault_kind(
     FaultKind("claimed-while-working", "a second consumer claimed an entry the first still holds")
@@ -26,21 +30,49 @@ OLD_KEY_ENVELOPE = register_fault_kind(
     FaultKind("old-key-envelope", "an entry re-signed with a key retired before the run")
 )
 KEY_ROTATED = register_fault_kind(
-    FaultKind("key-rotated", "the producer rotated its signing key with entries of the old key in flight")
+    FaultKind(
+        "key-rotated",
+        "the producer rotated its signing key with entries of the old key in flight",
+        applies_per="transport:key-rotated",
+    )
 )
 WRONG_CA = register_fault_kind(
-    FaultKind("wrong-ca-cert", "a gRPC client presents a certificate from another CA")
+    FaultKind(
+        "wrong-ca-cert",
+        "a gRPC client presents a certificate from another CA",
+        applies_per="transport:wrong-ca-cert",
+    )
 )
-MISSING_CERT = register_fault_kind(FaultKind("missing-client-cert", "a gRPC client presents no certificate"))
+MISSING_CERT = register_fault_kind(
+    FaultKind(
+        "missing-client-cert",
+        "a gRPC client presents no certificate",
+        applies_per="transport:missing-client-cert",
+    )
+)
 UNAUTHENTICATED_CALL = register_fault_kind(
-    FaultKind("unauthenticated-call", "a call on a listener port whose TLS does not demand a certificate")
+    FaultKind(
+        "unauthenticated-call",
+        "a call on a listener port whose TLS does not demand a certificate",
+        applies_per="transport:unauthenticated-call",
+    )
 )
 PRINCIPAL_MISMATCH = register_fault_kind(
-    FaultKind("principal-mismatch", "an authenticated caller claims to be another producer")
+    FaultKind(
+        "principal-mismatch",
+        "an authenticated caller claims to be another producer",
+        applies_per="transport:principal-mismatch",
+    )
 )
 REPLY_LOST = register_fault_kind(
-    FaultKind("reply-lost", "a gRPC reply lost after the server committed; the client retries")
+    FaultKind(
+        "reply-lost",
+        "a gRPC reply lost after the server committed; the client retries",
+        applies_per="transport:reply-lost",
+    )
 )
+
+#: A runtime whose connectors cannot suffer a kind says so under ``applies_per`` (``_nasaga.py``).
 
 KILL_POINT = register_fault_point(
     FaultPointSpec("T-STREAM-01", "transport", "the handler answered (committed or absorbed); XACK not sent")

@@ -32,6 +32,9 @@ class TransportTarget:
     @classmethod
     def of(cls, backend: BackendUnderTest) -> TransportTarget:
         """Raises ``ValueError`` for a factory path that does not import (a usage error)."""
+        if "target" in backend.factories:  # another runtime's connectors (``_nasaga.py``)
+            target: TransportTarget = backend.factory("target")(backend)
+            return target
         roles = {**DEFAULT_ROLES, **backend.factories}
         full = BackendUnderTest(backend.name, backend.family, roles, backend.service)
         return cls(

@@ -36,6 +36,10 @@ def _machine() -> type[ConformanceMachine]:
 
 
 def transport_targets(stats: SuiteStats) -> Mapping[str, str]:
+    if stats.details.get("transport:runtime") == "nasaga":
+        from conformance.transport._nasaga_target import nasaga_targets
+
+        return nasaga_targets()
     targets = {f"step:{name}": "this rule never ran" for name in step_names(_machine())}
     for kind in TRANSPORT_FAULTS:
         targets[f"fault:{kind.name}"] = f"no {kind.name} fault was injected"
@@ -48,11 +52,27 @@ def transport_targets(stats: SuiteStats) -> Mapping[str, str]:
     return targets
 
 
+#: Other runtimes' connectors through their hosts: name -> (target factory, service, description).
+NASAGA_TRANSPORT_BACKENDS = {
+    "nasaga-redis-stream": (
+        "conformance.transport._nasaga_target:nasaga_target",
+        "redis",  # and PostgreSQL under the host: its outage is an environment error there too
+        "nasaga's Redis Streams connector (feature redis-stream) in its host, on the real Redis 7",
+    ),
+}
+
+
 def _named_backends() -> Mapping[str, BackendUnderTest]:
-    return {
+    named = {
         name: BackendUnderTest(name, "transport", {"streams": factory}, service)
         for name, (factory, service, _) in TRANSPORT_BACKENDS.items()
     }
+    for name, (target, service, _) in NASAGA_TRANSPORT_BACKENDS.items():
+        roles = {"streams": "impls.transport:open_redis_client", "target": target}
+        # Every step is a host round trip and every example a namespace of its own: a CI gate's
+        # worth is a dozen examples (about a minute), a soak's a hundred.
+        named[name] = BackendUnderTest(name, "transport", roles, service, examples={"ci": 12, "deep": 100})
+    return named
 
 
 TRANSPORT_FAMILY = register_family(Family("transport", _named_backends, ("streams",)))

@@ -323,6 +323,11 @@ class NasagaHost:
             self.call("fire_timer", namespace=namespace, claim=claim, timer_id=timer_id, now_ms=now_ms)
         )
 
+    def read_metrics(self, namespace: str, *, now_ms: int) -> Json:
+        """nasaga's latency snapshot, its rendered operational metrics and their fields, read at
+        one moment (``hosts/nasaga/src/metrics.rs``)."""
+        return self.call("read_metrics", namespace=namespace, now_ms=now_ms)
+
     def effects(self, namespace: str, owner: str) -> list[Json]:
         rows: list[Json] = self.call("read_effects", namespace=namespace, owner=owner)["effects"]
         return rows

@@ -202,6 +202,7 @@ from ._observability import OPERATION_OUTCOMES as OPERATION_OUTCOMES
 from ._observability import PROCESSING_METRIC as PROCESSING_METRIC
 from ._observability import STAGE_BUCKETS as STAGE_BUCKETS
 from ._observability import STAGE_METRIC as STAGE_METRIC
+from ._observability import SUMMARY_QUANTILES as SUMMARY_QUANTILES
 from ._observability import TRANSPORT_METRIC as TRANSPORT_METRIC
 from ._observability import UNIT_OUTCOMES as UNIT_OUTCOMES
 from ._observability import Operation as Operation

@@ -229,20 +229,30 @@ class Series:
     labels: Mapping[str, str]
 
 
+#: The fixed quantiles a lifecycle summary may expose (nasaga's p50/p95/p99).
+SUMMARY_QUANTILES = frozenset({"0.5", "0.95", "0.99"})
+
+
 def label_violations(
-    series: Iterable[Series], identities: frozenset[str] = frozenset()
+    series: Iterable[Series],
+    identities: frozenset[str] = frozenset(),
+    closed: Mapping[str, frozenset[str]] | None = None,
 ) -> tuple[tuple[str, str], ...]:
     """``(rule, problem)`` for every sample breaking the label policy (S-OBS-07, S-OBS-08).
 
     ``identities`` are values a label must never carry whatever its name (saga ids, tenants,
     business keys, message ids, namespaces): a renamed identity label is still an identity.
+    ``closed`` adds label sets closed by something other than the code, such as the catalog's
+    definitions (a workflow name and version grow with published definitions, never with sagas,
+    tenants or messages); a value outside them is still unbounded (S-OBS-07).
     """
+    sets = {**LABEL_VALUES, **(closed or {})}
     problems: list[tuple[str, str]] = []
     for s in series:
         for name, value in s.labels.items():
             if name in FORBIDDEN_LABELS or value in identities:
                 problems.append(("S-OBS-08", f"{s.name}{{{name}={value!r}}}: an identity as a label"))
-            elif name not in LABEL_VALUES or value not in LABEL_VALUES[name]:
+            elif name not in sets or value not in sets[name]:
                 problems.append(("S-OBS-07", f"{s.name}{{{name}={value!r}}}: not in a closed label set"))
         allowed = METRIC_LABELS.get(s.family)
         if allowed is not None and set(s.labels) - {"le"} != set(allowed):

@@ -657,3 +657,216 @@ def test_n15_a_start_without_first_step_input_is_admitted(host: NasagaHost, worl
     assert command.envelope.get("raw_payload") is None
     delivered = host.deliver_command(ns, "p0", command.envelope, "succeeded")
     assert (delivered.handled, delivered.status) == ("executed", "SUCCEEDED")
+
+
+# -- observability (N-40, N-41) ------------------------------------------------------------------
+
+LIFECYCLE = "nasaga_lifecycle_duration_seconds"
+
+
+def _families(exposition: str) -> dict[str, str]:
+    """``# TYPE`` lines of a text exposition: family name -> type."""
+    return {
+        parts[2]: parts[3]
+        for parts in (line.split(" ") for line in exposition.splitlines() if line.startswith("# TYPE "))
+    }
+
+
+def test_n40_lifecycle_quantiles_are_labelled_by_workflow_and_version(host: NasagaHost, world: World) -> None:
+    """N-40: once a saga completed, nasaga's operational exposition carries the lifecycle summary's
+    quantiles labelled by the definition's workflow and version (and nothing else of its identity)."""
+    ns = world()
+    _start(host, ns, "s1")
+    assert _answer(host, ns, "s1", "p0", "succeeded", NOW + 1) == "RUNNING"
+    assert _answer(host, ns, "s1", "p1", "succeeded", NOW + 2) == "COMPLETED"
+    read = host.read_metrics(ns, now_ms=NOW + 3)
+    lines = [line for line in read["exposition"].splitlines() if line.startswith(LIFECYCLE + "{")]
+    labels = sorted(line.split("}")[0].split("{")[1] for line in lines)
+    assert labels == [
+        f'workflow="{WORKFLOW}",definition_version="1",quantile="{q}"' for q in ("0.5", "0.95", "0.99")
+    ]
+    [quantiles] = read["operational"]["lifecycle_quantiles"]
+    assert (quantiles["workflow"], quantiles["definition_version"], quantiles["sample_count"]) == (
+        WORKFLOW,
+        1,
+        1,
+    )
+    assert '"s1"' not in read["exposition"] and f'"{TENANT}"' not in read["exposition"]
+
+
+def test_n41_the_process_source_counts_no_units_outside_kafka(host: NasagaHost, world: World) -> None:
+    """N-41: starts, command and result deliveries (duplicates included) through nasaga's runtime
+    API move none of its process counters: the process source holds quota and action-rate
+    refusals and Kafka units only; every other family is a database fact or the stage histogram."""
+    ns = world()
+    before = host.read_metrics(ns, now_ms=NOW)["operational"]
+    _start(host, ns, "s1")
+    command = _last(host, ns, "orchestrator", "s1")
+    host.deliver_command(ns, "p0", command.envelope, "succeeded")
+    host.deliver_command(ns, "p0", command.envelope, "succeeded")  # a duplicate, absorbed
+    result = _last(host, ns, "p0", "s1")
+    host.deliver_result(ns, result.envelope, now_ms=NOW + 1)
+    host.deliver_result(ns, result.envelope, now_ms=NOW + 2)  # a duplicate, absorbed
+    read = host.read_metrics(ns, now_ms=NOW + 3)
+    after = read["operational"]
+    process = [k for k in after if k.startswith(("kafka_", "quota_", "action_rate_"))]
+    assert len(process) == 14
+    assert {k: after[k] - before[k] for k in process} == dict.fromkeys(process, 0)
+    assert (after["started_total"], after["running_current"]) == (1, 1)
+    families = _families(read["exposition"])
+    assert families.pop("nasaga_stage_duration_seconds") == "histogram"
+    assert {name: kind for name, kind in families.items() if kind != "counter"} == {
+        "nasaga_running": "gauge",
+        "nasaga_waiting_resolution": "gauge",
+        "nasaga_compensating": "gauge",
+        "nasaga_manual_intervention": "gauge",
+        "nasaga_due_timer": "gauge",
+        LIFECYCLE: "summary",
+        "nasaga_kafka_result_processing_duration_seconds": "summary",
+        "nasaga_kafka_command_processing_duration_seconds": "summary",
+    }
+    assert not [line for line in read["exposition"].splitlines() if "_total{" in line]  # no labelled counter
+
+
+def test_n42_a_counter_and_a_gauge_share_one_openmetrics_family(host: NasagaHost, world: World) -> None:
+    """N-42: nasaga's exposition declares the counter ``nasaga_manual_intervention_total`` and the
+    gauge ``nasaga_manual_intervention``: two names in the text format 0.0.4, one family once a
+    counter's ``_total`` is folded (OpenMetrics, prometheus-client's parser)."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    ns = world()
+    text = host.read_metrics(ns, now_ms=NOW)["exposition"]
+    declared = _families(text)
+    assert declared["nasaga_manual_intervention_total"] == "counter"
+    assert declared["nasaga_manual_intervention"] == "gauge"
+    parsed = [f.name for f in text_string_to_metric_families(text)]
+    assert parsed.count("nasaga_manual_intervention") == 2
+    assert len(parsed) - len(set(parsed)) == 1  # the only clash
+
+
+def test_n43_conflicts_and_unknown_results_mean_other_facts(host: NasagaHost, world: World) -> None:
+    """N-43: nasaga's ``conflict_total`` counts attempt-outcome conflicts, so a step rejected by
+    the business leaves it at 0 (the model's conflicts count such rejections); its
+    ``unknown_result_total`` counts attempts recorded UNKNOWN and stays 1 after the resolve."""
+    ns = world()
+    _start(host, ns, "s1")
+    assert _answer(host, ns, "s1", "p0", "succeeded", NOW + 1) == "RUNNING"
+    assert _answer(host, ns, "s1", "p1", "rejected", NOW + 2) == "COMPENSATING"
+    rejected = host.read_metrics(ns, now_ms=NOW + 3)["operational"]
+    assert (rejected["conflict_total"], rejected["compensating_current"]) == (0, 1)
+
+    ns = world(RESOLVE_FIRST)
+    _start(host, ns, "s2")
+    assert _answer(host, ns, "s2", "p0", "unknown", NOW + 1) == "WAITING_RESOLUTION"
+    assert host.read_metrics(ns, now_ms=NOW + 2)["operational"]["unknown_result_total"] == 1
+    assert _commands(host, ns, "s2")[-1] == ("reserve", "resolve", 1)
+    assert _answer(host, ns, "s2", "p0", "succeeded", NOW + 3) == "RUNNING"
+    resolved = host.read_metrics(ns, now_ms=NOW + 4)["operational"]
+    assert (resolved["unknown_result_total"], resolved["conflict_total"]) == (1, 0)
+
+
+def test_n44_a_result_from_another_producer_observes_no_transition_stage(
+    host: NasagaHost, world: World
+) -> None:
+    """N-44: a result delivered by a producer that does not own its step is refused before the
+    transition transaction opens: the ``transition_transaction`` count does not move."""
+    ns = world()
+    _start(host, ns, "s1")
+    command = _last(host, ns, "orchestrator", "s1")
+    host.deliver_command(ns, "p0", command.envelope, "succeeded")
+    result = _last(host, ns, "p0", "s1")
+
+    def transitions() -> int:
+        stages = host.read_metrics(ns, now_ms=NOW)["latency"]
+        return int(next(s["count"] for s in stages if s["stage"] == "transition_transaction"))
+
+    before = transitions()
+    refused = _refused(lambda: host.deliver_result(ns, result.envelope, now_ms=NOW + 1, producer="p1"))
+    assert refused.code.startswith("result."), refused
+    assert transitions() == before
+    assert host.deliver_result(ns, result.envelope, now_ms=NOW + 2).outcome == "applied"
+    assert transitions() == before + 1
+
+
+def test_n44_a_start_refused_before_its_transaction_observes_no_start_stage(
+    host: NasagaHost, world: World
+) -> None:
+    """N-44: a start whose eligibility is revoked at checkpoint 0 is refused on eligibility even
+    with an invalid payload, and a start of an inactive definition is refused: neither moves the
+    ``start_transaction`` count; an invalid payload alone is refused inside and counted."""
+    ns = world()
+
+    def starts() -> int:
+        stages = host.read_metrics(ns, now_ms=NOW)["latency"]
+        return int(next(s["count"] for s in stages if s["stage"] == "start_transaction"))
+
+    invalid = {"content_type": "application/json", "body_hex": b"not json".hex()}
+    args = {"tenant": TENANT, "workflow": WORKFLOW, "version": 1, "now_ms": NOW}
+    before = starts()
+    revoked = _refused(
+        lambda: host.call(
+            "start_saga",
+            namespace=ns,
+            saga_id="s1",
+            business_key="k1",
+            raw_payload=invalid,
+            eligibility=[False],
+            **args,
+        )
+    )
+    inactive = _refused(
+        lambda: host.call(
+            "start_saga", namespace=ns, saga_id="s2", business_key="k2", **{**args, "version": 2}
+        )
+    )
+    assert starts() == before, (revoked.code, inactive.code)
+    payload = _refused(
+        lambda: host.call(
+            "start_saga", namespace=ns, saga_id="s3", business_key="k3", raw_payload=invalid, **args
+        )
+    )
+    assert (revoked.code, inactive.code, payload.code) == (
+        "host.eligibility_denied",
+        "start.definition_inactive",
+        "start.invalid_payload",
+    )
+    assert starts() == before + 1
+
+
+@pytest.mark.service("redis")
+def test_n45_the_safe_trim_keeps_each_groups_last_delivered_entry(host: NasagaHost, world: World) -> None:
+    """N-45: once every group acknowledged every entry, nasaga's ``safe_trim_by_group_frontier``
+    still keeps the newest one: its frontier is a group's last-delivered id itself."""
+    import redis
+
+    from impls.endpoints import redis_url
+
+    ns = world()
+    prefix = f"ratchet:{ns}"
+    opened = host.call(
+        "stream_open",
+        namespace=ns,
+        redis_url=redis_url(),
+        prefix=prefix,
+        routes=[{"owner": "p0", "step": "reserve"}],
+        consumers=["c1"],
+        group="work",
+        signing={"key_id": "k1", "secret": b"k".hex()},
+        verifying={"k1": b"k".hex()},
+    )
+    stream = opened["streams"]["p0"]["stream"]
+    client = redis.Redis.from_url(redis_url())
+    try:
+        _start(host, ns, "s1")
+        _start(host, ns, "s2")
+        assert host.call("stream_dispatch", namespace=ns)["published"] == 2
+        polled = host.call("stream_poll", namespace=ns, owner="p0", consumer="c1", decision="succeeded")
+        assert (polled["acked"], polled["handler_calls"]) == (2, 2)
+        assert client.xpending(stream, "work")["pending"] == 0
+        assert host.call("stream_trim", namespace=ns, owner="p0")["removed"] == 1
+        assert client.xlen(stream) == 1
+        assert host.call("stream_trim", namespace=ns, owner="p0")["removed"] == 0
+    finally:
+        host.call("stream_close", namespace=ns)
+        client.delete(stream, opened["streams"]["p0"]["dead_letters"])
+        client.close()

@@ -10,10 +10,12 @@ mod convert;
 mod descriptors;
 mod engine;
 mod host;
+mod metrics;
 mod ops;
 mod protocol;
 mod readback;
 mod step;
+mod transport;
 mod versions;
 
 use std::future::Future;

@@ -52,6 +52,14 @@ pub const OPS: &[&str] = &[
     "read_inbox",
     "read_gates",
     "read_effects",
+    // observability and transports (metrics.rs, transport.rs)
+    "read_metrics",
+    "stream_open",
+    "stream_dispatch",
+    "stream_poll",
+    "stream_trim",
+    "stream_backlog",
+    "stream_close",
 ];
 
 impl<E: Engine> Host<E> {
@@ -98,6 +106,13 @@ impl<E: Engine> Host<E> {
             "read_inbox" => self.read_inbox(args).await,
             "read_gates" => self.read_gates(args).await,
             "read_effects" => self.read_effects(args).await,
+            "read_metrics" => self.read_metrics(args).await,
+            "stream_open" => self.stream_open(args).await,
+            "stream_dispatch" => self.stream_dispatch(args).await,
+            "stream_poll" => self.stream_poll(args).await,
+            "stream_trim" => self.stream_trim(args).await,
+            "stream_backlog" => self.stream_backlog(args).await,
+            "stream_close" => self.stream_close(args).await,
             other => Err(HostError::new(
                 "host.unknown_op",
                 format!("unknown op {other:?}; known: {}", OPS.join(", ")),

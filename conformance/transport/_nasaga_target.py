@@ -1,0 +1,56 @@
+"""The target of the nasaga transport backends and what the gate asks of them (``suites.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from conformance._machine import ConformanceMachine, step_names
+from conformance._suites import BackendUnderTest
+from conformance.saga._faults import RELAY_CRASH
+from conformance.transport import _faults as f
+from conformance.transport._nasaga import NasagaStreamMachine
+from conformance.transport._nasaga_world import PLANTED
+
+
+@attrs.frozen
+class NasagaTransportTarget:
+    open_client: Callable[[], Any]
+    redis_url: str
+
+    def specialise(self, _base: type[ConformanceMachine]) -> type[ConformanceMachine]:
+        return NasagaStreamMachine
+
+    @classmethod
+    def of(cls, backend: BackendUnderTest) -> NasagaTransportTarget:
+        from impls.endpoints import redis_url
+
+        return cls(backend.factory("streams"), redis_url())
+
+
+def nasaga_target(backend: BackendUnderTest) -> NasagaTransportTarget:
+    """The ``target`` role of the nasaga transport backends (``suites.py``)."""
+    return NasagaTransportTarget.of(backend)
+
+
+def nasaga_targets() -> dict[str, str]:
+    """What the gate asks of a run on nasaga's connector."""
+    targets = {f"step:{name}": "this rule never ran" for name in step_names(NasagaStreamMachine)}
+    for kind in (
+        f.POISON,
+        f.FORGED_ENVELOPE,
+        f.UNSIGNED_ENVELOPE,
+        f.OLD_KEY_ENVELOPE,
+        f.TRIM_UNDER_LAG,
+        f.CLAIMED_WHILE_WORKING,
+        RELAY_CRASH,
+    ):
+        targets[f"fault:{kind.name}"] = f"no {kind.name} fault was injected"
+    targets["duplicate-entry-absorbed"] = "no second entry of a published command was absorbed by the inbox"
+    targets["retained-entry-redelivered"] = "no entry left pending by a failing handler was redelivered"
+    targets["trimmed-under-lag"] = "no trim removed entries while another group lagged"
+    for _, reason in PLANTED.values():
+        targets[f"dead-letter:{reason}"] = f"no entry was dead-lettered as {reason}"
+    return targets
