@@ -116,14 +116,12 @@ nasaga-host:
 	@command -v cargo >/dev/null || { echo "make nasaga-host: cargo not found; the nasaga host (hosts/nasaga) needs Rust (https://rustup.rs)" >&2; exit 2; }
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) cargo build --manifest-path hosts/nasaga/Cargo.toml
 
-# The saga suite on the real nasaga runtime (PostgreSQL), in its host; then the transport suite on
-# nasaga's Redis Streams connector (12 examples under ci, about a minute).
+# The saga suite on the real nasaga runtime (PostgreSQL) and the transport suite on nasaga's Redis
+# Streams connector (12 examples under ci, about a minute), in its host; one run, one report.
 conformance-nasaga: venv nasaga-host
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --suite saga --backend nasaga-pg --profile $(PROFILE) $(SEED_FLAG) \
-		--junit $(REPORTS)/conformance-nasaga.xml --report $(REPORTS)/conformance-nasaga.json
-	$(BIN)/conformance run --suite transport --backend nasaga-redis-stream --profile $(PROFILE) $(SEED_FLAG) \
-		--junit $(REPORTS)/conformance-nasaga-transport.xml --report $(REPORTS)/conformance-nasaga-transport.json
+	$(BIN)/conformance run --suite saga,transport --backend nasaga-pg,nasaga-redis-stream --profile $(PROFILE) \
+		$(SEED_FLAG) --junit $(REPORTS)/conformance-nasaga.xml --report $(REPORTS)/conformance-nasaga.json
 
 # Services are started first so that a missing server fails the run in CI instead of skipping.
 # Phases run group by group (scripts/test-phases): a group's phases side by side, since most of their
