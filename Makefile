@@ -21,7 +21,7 @@ SEED_FLAG := $(if $(filter random,$(SEED)),,--seed $(SEED))
 .PHONY: help venv proto conformance conformance-real conformance-nasaga nasaga-host test lint types crosshair pytest clean
 
 help:
-	@echo "make conformance  - conformance suites on memory + fakeredis + sqlite (embedded; transport on fakeredis + loopback gRPC)"
+	@echo "make conformance  - conformance suites on the embedded backends (memory, fakeredis, sqlite; transport on fakeredis + loopback gRPC)"
 	@echo "make test         - lint, types, CrossHair, the nasaga host, all tests and suites on real Redis/Cassandra/PostgreSQL/MariaDB"
 	@echo "make nasaga-host  - build the nasaga host (Rust; hosts/nasaga)"
 	@echo "make services     - install (when missing) and start the real services on loopback"
@@ -42,7 +42,7 @@ proto: venv
 
 conformance: venv proto
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --backend memory,fakeredis,sqlite --suite all --profile $(PROFILE) $(SEED_FLAG) \
+	$(BIN)/conformance run --backend embedded --suite all --profile $(PROFILE) $(SEED_FLAG) \
 		--junit $(REPORTS)/conformance-embedded.xml --report $(REPORTS)/conformance-embedded.json
 
 lint: venv
@@ -70,11 +70,12 @@ pytest: venv
 	$(BIN)/pytest -q $(PYTEST_FLAGS) --junitxml=$(REPORTS)/pytest.xml
 
 # --suite all is every registered suite: store, commit, saga, durability, saga-durability, transport,
-# each on the backends of its family in the list. The durability suites kill -9 and restart the
+# each on the backends of its family in the groups (conformance/backends.py: embedded = no server,
+# real = a server `make services` starts; the built runtimes run in conformance-nasaga). The durability suites kill -9 and restart the
 # project's servers (scripts/services), so this runs alone: after pytest, never beside it.
 conformance-real: venv proto
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --backend memory,fakeredis,sqlite,redis,cql,postgres,mysql --suite all --profile $(PROFILE) $(SEED_FLAG) \
+	$(BIN)/conformance run --backend embedded,real --suite all --profile $(PROFILE) $(SEED_FLAG) \
 		--junit $(REPORTS)/conformance-real.xml --report $(REPORTS)/conformance-real.json
 
 # The nasaga host (docs/nasaga.md); its cargo target directory lives outside the repository.

@@ -1,19 +1,24 @@
-"""The backends Ratchet knows by name, and how to open them.
+"""The backends Ratchet knows by name, and how to open them: the one registry.
 
 Entries name their factories as ``module:function`` strings so that choosing ``memory`` never
 imports a database driver. A third-party store is the same thing given on the command line
 (``--store mypkg.store:make_store``).
+
+Everything that lists backends reads them from here: the CLI's groups (``--backend embedded``,
+``real``, ``all``; ``BACKEND_GROUPS``), the Makefile (through those groups), and the tests'
+parameter lists (``tests/_backends.py``). A new backend is its package plus one entry below.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
-from typing import cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, cast
 
 import attrs
 
-from impls.api import OutboxFactory, StoreFactory
+if TYPE_CHECKING:
+    from impls.api import OutboxFactory, StoreFactory
 
 
 @attrs.frozen
@@ -63,8 +68,6 @@ COMMIT_BACKENDS: dict[str, BackendSpec] = {
         ),
     )
 }
-
-EMBEDDED_COMMIT_BACKENDS = ("memory", "fakeredis")
 
 
 @attrs.frozen
@@ -141,7 +144,73 @@ SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
     )
 }
 
-EMBEDDED_SAGA_BACKENDS = ("memory", "sqlite")
+
+@attrs.frozen
+class TransportBackendSpec:
+    name: str
+    factory: str  # "module:function" returning a streams client (impls.transport)
+    service: str | None
+    description: str
+
+
+TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
+    spec.name: spec
+    for spec in (
+        TransportBackendSpec(
+            "fakeredis",
+            "impls.transport:open_fakeredis_client",
+            None,
+            "the Redis Streams connector on fakeredis (embedded, Lua via lupa); gRPC over loopback mTLS",
+        ),
+        TransportBackendSpec(
+            "redis",
+            "impls.transport:open_redis_client",
+            "redis",
+            "the Redis Streams connector on the real Redis 7 server; gRPC over loopback mTLS",
+        ),
+    )
+}
+
+AnySpec = BackendSpec | SagaBackendSpec | TransportBackendSpec
+
+#: Registry per suite family (conformance/_suites.py's ``Family.name``).
+REGISTRIES: Mapping[str, Mapping[str, AnySpec]] = {
+    "commit": COMMIT_BACKENDS,
+    "saga": SAGA_BACKENDS,
+    "transport": TRANSPORT_BACKENDS,
+}
+
+
+def _built(spec: AnySpec) -> bool:
+    return isinstance(spec, SagaBackendSpec) and spec.build is not None
+
+
+#: ``--backend`` group -> which registered backends it means (in any family).
+BACKEND_GROUPS: Mapping[str, Callable[[AnySpec], bool]] = {
+    "embedded": lambda spec: spec.service is None and not _built(spec),  # no server, nothing to build
+    "real": lambda spec: spec.service is not None and not _built(spec),  # a server `make services` starts
+    "built": _built,  # a runtime under test built first (make nasaga-host)
+    "all": lambda spec: True,
+}
+
+
+def backend_names(family: str, group: str = "all") -> tuple[str, ...]:
+    """The registered backends of ``family`` in ``group`` (``BACKEND_GROUPS``), in registry order."""
+    wanted = BACKEND_GROUPS[group]
+    return tuple(name for name, spec in REGISTRIES[family].items() if wanted(spec))
+
+
+def expand_backends(names: Iterable[str], families: Iterable[str]) -> list[str]:
+    """``--backend``'s list with each group replaced by its members of ``families``; order kept,
+    duplicates dropped. A plain name is kept as given (the caller says when it is unknown)."""
+    families = tuple(families)
+    expanded: list[str] = []
+    for name in names:
+        if name in BACKEND_GROUPS:
+            expanded.extend(b for family in families for b in backend_names(family, name))
+        else:
+            expanded.append(name)
+    return list(dict.fromkeys(expanded))
 
 
 #: The extra (pyproject.toml) that brings each driver a backend imports.
@@ -179,8 +248,8 @@ def load_object(path: str) -> object:
 
 
 def store_factory(spec: BackendSpec) -> StoreFactory:
-    return cast(StoreFactory, load_object(spec.store_factory))
+    return cast("StoreFactory", load_object(spec.store_factory))
 
 
 def outbox_factory(spec: BackendSpec) -> OutboxFactory:
-    return cast(OutboxFactory, load_object(spec.outbox_factory))
+    return cast("OutboxFactory", load_object(spec.outbox_factory))

@@ -39,6 +39,7 @@ from conformance._usage import (
 )
 from conformance._usage import UsageError as UsageError  # re-exported: subcommands raise it
 from conformance._violations import HarnessEnvironmentError
+from conformance.backends import BACKEND_GROUPS, expand_backends
 from impls.endpoints import SERVICE_NAMES
 
 if TYPE_CHECKING:
@@ -80,7 +81,9 @@ def _csv(value: str) -> list[str]:
 def _configure_run(parser: argparse.ArgumentParser) -> None:
     where = parser.add_mutually_exclusive_group()
     where.add_argument(
-        "--backend", type=_csv, help="named backends, comma-separated, or all (default: memory)"
+        "--backend",
+        type=_csv,
+        help=f"named backends or groups ({', '.join(BACKEND_GROUPS)}), comma-separated (default: memory)",
     )
     where.add_argument(
         "--store",
@@ -184,9 +187,7 @@ def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
                 raise UsageError(f"--outbox with suite {suite.name}: {exc}") from None
             pairs.append((custom, suite))
         return pairs
-    names = args.backend or ["memory"]
-    if "all" in names:
-        names = list(dict.fromkeys(b for s in suites for b in FAMILIES[s.family].backends()))
+    names = expand_backends(args.backend or ["memory"], dict.fromkeys(s.family for s in suites))
     for name in names:
         matched = False
         for suite in suites:

@@ -12,21 +12,9 @@ from collections.abc import Mapping
 
 from conformance._machine import ConformanceMachine, SuiteStats, step_names
 from conformance._suites import BackendUnderTest, Family, Suite, register_family, register_suite
+from conformance.backends import TRANSPORT_BACKENDS
 from conformance.transport._faults import TRANSPORT_FAULTS
 from conformance.transport._target import TransportTarget
-
-TRANSPORT_BACKENDS = {
-    "fakeredis": (
-        "impls.transport:open_fakeredis_client",
-        None,
-        "the Redis Streams connector on fakeredis (embedded, Lua via lupa); gRPC over loopback mTLS",
-    ),
-    "redis": (
-        "impls.transport:open_redis_client",
-        "redis",
-        "the Redis Streams connector on the real Redis 7 server; gRPC over loopback mTLS",
-    ),
-}
 
 
 def _machine() -> type[ConformanceMachine]:
@@ -50,8 +38,8 @@ def transport_targets(stats: SuiteStats) -> Mapping[str, str]:
 
 def _named_backends() -> Mapping[str, BackendUnderTest]:
     return {
-        name: BackendUnderTest(name, "transport", {"streams": factory}, service)
-        for name, (factory, service, _) in TRANSPORT_BACKENDS.items()
+        name: BackendUnderTest(name, "transport", {"streams": spec.factory}, spec.service)
+        for name, spec in TRANSPORT_BACKENDS.items()
     }
 
 

@@ -9,6 +9,7 @@ from typing import Any
 
 import pytest
 
+from conformance.backends import TRANSPORT_BACKENDS, load_object
 from conformance.bench._saga_workload import command_for, participant
 from conformance.saga import _world as w
 from impls.saga.codec import command_to_blob
@@ -25,8 +26,6 @@ from impls.transport import (
     StreamNames,
     StreamPublisher,
     TransportError,
-    open_fakeredis_client,
-    open_redis_client,
     to_fields,
 )
 from model.saga import (
@@ -40,13 +39,16 @@ from model.saga import (
     Verdict,
     add_key,
 )
+from tests._backends import backend_params
 
 RING = add_key(KeyRing(), SigningKey("k1", w.ORCHESTRATOR, b"s1", KeyState.SIGNING))
 
 
-@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.service("redis"))])
+@pytest.fixture(params=backend_params("transport"))
 def client(request: pytest.FixtureRequest) -> Iterator[Any]:
-    made = open_fakeredis_client() if request.param == "fakeredis" else open_redis_client()
+    factory = load_object(TRANSPORT_BACKENDS[request.param].factory)
+    assert callable(factory)
+    made = factory()
     yield made
     made.close()
 

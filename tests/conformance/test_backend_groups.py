@@ -1,0 +1,49 @@
+"""``--backend`` groups are read from the registry (conformance/backends.py), as the Makefile uses them."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.backends import BACKEND_GROUPS, REGISTRIES, backend_names, expand_backends
+from conformance.cli import _pairs, build_parser
+
+
+def pairs(*argv: str) -> list[tuple[str, str]]:
+    args = build_parser().parse_args(["run", *argv])
+    return [(backend.name, suite.name) for backend, suite in _pairs(args)]
+
+
+def test_groups_partition_every_registered_backend() -> None:
+    for family, registry in REGISTRIES.items():
+        parts = [set(backend_names(family, g)) for g in ("embedded", "real", "built")]
+        assert set.union(*parts) == set(registry) == set(backend_names(family, "all")), family
+        assert sum(map(len, parts)) == len(registry), family  # no backend in two groups
+
+
+def test_embedded_needs_no_server_and_real_does() -> None:
+    for family, registry in REGISTRIES.items():
+        assert all(registry[n].service is None for n in backend_names(family, "embedded"))
+        assert all(registry[n].service is not None for n in backend_names(family, "real"))
+
+
+def test_make_conformance_runs_the_embedded_backends_of_every_suite() -> None:
+    found = pairs("--backend", "embedded", "--suite", "all")
+    assert {name for name, _ in found} == {"memory", "fakeredis", "sqlite"}
+    assert ("fakeredis", "transport") in found and ("sqlite", "saga") in found
+    assert ("sqlite", "store") not in found  # a group expands within each suite's family
+
+
+def test_a_group_beside_names_keeps_order_and_drops_duplicates() -> None:
+    assert expand_backends(["redis", "embedded", "memory"], ["commit"]) == ["redis", "memory", "fakeredis"]
+
+
+def test_all_includes_built_runtimes_and_real_does_not() -> None:
+    saga_all = {name for name, _ in pairs("--backend", "all", "--suite", "saga")}
+    saga_real = {name for name, _ in pairs("--backend", "real", "--suite", "saga")}
+    assert set(backend_names("saga", "built")) <= saga_all
+    assert not saga_real & set(backend_names("saga", "built"))
+
+
+@pytest.mark.parametrize("group", sorted(BACKEND_GROUPS))
+def test_groups_are_not_backend_names(group: str) -> None:
+    assert all(group not in registry for registry in REGISTRIES.values())
