@@ -43,7 +43,9 @@ def _named_backends() -> Mapping[str, BackendUnderTest]:
     }
 
 
-TRANSPORT_FAMILY = register_family(Family("transport", _named_backends, ("streams",)))
+TRANSPORT_FAMILY = register_family(
+    Family("transport", _named_backends, ("streams",), flag="--streams", what="a streams client")
+)
 
 TRANSPORT_SUITE = register_suite(
     Suite(

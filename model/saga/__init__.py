@@ -310,7 +310,7 @@ from ._store import CatalogSnapshot as CatalogSnapshot
 from ._store import CommandPublished as CommandPublished
 from ._store import InstanceReleased as InstanceReleased
 from ._store import OrchestratorStore as OrchestratorStore
-from ._store import OutboxEntry as OutboxEntry
+from ._store import OutboxedCommand as OutboxedCommand
 from ._store import RecordReference as RecordReference
 from ._store import ReferenceRecorded as ReferenceRecorded
 from ._store import ReferenceReleased as ReferenceReleased
@@ -355,12 +355,12 @@ from ._values import JSON_CONTRACT as JSON_CONTRACT
 from ._values import JSON_MEDIA_TYPE as JSON_MEDIA_TYPE
 from ._values import CommitFate as CommitFate
 from ._values import DefinitionKey as DefinitionKey
+from ._values import DeliveryVerdict as DeliveryVerdict
 from ._values import PayloadContract as PayloadContract
 from ._values import Phase as Phase
 from ._values import ResultKind as ResultKind
 from ._values import SagaPayload as SagaPayload
 from ._values import Transport as Transport
 from ._values import UncertainPolicy as UncertainPolicy
-from ._values import Verdict as Verdict
 from ._values import is_json_document as is_json_document
 from ._values import is_json_media_type as is_json_media_type

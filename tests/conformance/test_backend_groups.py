@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import pytest
 
+from conformance._selection import pairs_to_run
 from conformance.backends import BACKEND_GROUPS, REGISTRIES, backend_names, expand_backends
-from conformance.cli import _pairs, build_parser
+from conformance.cli import build_parser
 
 
 def pairs(*argv: str) -> list[tuple[str, str]]:
     args = build_parser().parse_args(["run", *argv])
-    return [(backend.name, suite.name) for backend, suite in _pairs(args)]
+    return [(backend.name, suite.name) for backend, suite in pairs_to_run(args)]
 
 
 def test_groups_partition_every_registered_backend() -> None:
@@ -47,3 +48,13 @@ def test_all_includes_built_runtimes_and_real_does_not() -> None:
 @pytest.mark.parametrize("group", sorted(BACKEND_GROUPS))
 def test_groups_are_not_backend_names(group: str) -> None:
     assert all(group not in registry for registry in REGISTRIES.values())
+
+
+def test_each_family_has_its_own_custom_flag() -> None:
+    """``--store`` names a MessageStore only; each family's third-party backend has its own flag."""
+    from conformance._selection import CUSTOM_FLAGS
+    from conformance._suites import FAMILIES, load_suites
+
+    load_suites()
+    assert sorted(f.flag for f in FAMILIES.values()) == sorted(CUSTOM_FLAGS)
+    assert FAMILIES["commit"].flag == "--store" and FAMILIES["saga"].flag == "--saga-backend"

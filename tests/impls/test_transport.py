@@ -30,13 +30,13 @@ from impls.transport import (
 )
 from model.saga import (
     Decision,
+    DeliveryVerdict,
     KeyRing,
     KeyState,
     ReceiptKind,
     SignedEnvelope,
     SigningKey,
     Unauthenticated,
-    Verdict,
     add_key,
 )
 from tests._backends import backend_params
@@ -79,8 +79,8 @@ def test_a_command_is_committed_then_acknowledged_and_a_refused_one_dead_lettere
     )
     settled = consumer.poll_once()
     assert [(s.verdict, s.acknowledged, s.reason) for s in settled] == [
-        (Verdict.ACK, True, ""),
-        (Verdict.DEAD_LETTER, True, "unsigned"),
+        (DeliveryVerdict.ACK, True, ""),
+        (DeliveryVerdict.DEAD_LETTER, True, "unsigned"),
     ]
     assert client.xpending(names.stream, "p0")["pending"] == 0
     (letter,) = client.xrange(names.dead_letters)
@@ -91,11 +91,11 @@ def test_a_transient_failure_stays_pending_and_a_claim_redelivers_it(client: Any
     consumer = consumer_for(client, names, Decision.TRANSIENT_FAILURE)
     StreamPublisher(client, names, w.ORCHESTRATOR, lambda: RING).publish(command_to_blob(command_for(1)))
     (first,) = consumer.poll_once()
-    assert (first.verdict, first.acknowledged) == (Verdict.REDELIVER, False)
+    assert (first.verdict, first.acknowledged) == (DeliveryVerdict.REDELIVER, False)
     assert consumer.claim(3_600_000, 10) == []  # its consumer is still within the idle time
     (again,) = consumer.claim(0, 10)
     assert client.xpending_range(names.stream, "p0", "-", "+", 10)[0]["times_delivered"] == 2
-    assert consumer.process(again).verdict is Verdict.DEAD_LETTER  # the budget of 2 is spent
+    assert consumer.process(again).verdict is DeliveryVerdict.DEAD_LETTER  # the budget of 2 is spent
 
 
 def test_safe_trim_never_passes_a_pending_entry_of_any_group(client: Any, names: StreamNames) -> None:
