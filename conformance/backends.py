@@ -227,6 +227,7 @@ DRIVER_EXTRAS = {
     "grpc_tools": "transport",
     "google": "transport",
     "cryptography": "transport",
+    "confluent_kafka": "transport",
 }
 
 

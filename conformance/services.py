@@ -3,10 +3,10 @@
 The endpoints themselves (environment variable and default per service) live in
 ``impls.endpoints``; this module re-exports them for the harness and the tests.
 
-``probe(name)`` sends one real protocol request (PING, a CQL or SQL query) and returns ``None``
-when it is answered, otherwise a one-line reason. Drivers are imported only when probed, so
-importing this module is cheap. ``python -m conformance.services [env | probe NAME ...]`` gives
-the same from a shell.
+``probe(name)`` sends one real protocol request (PING, a CQL or SQL query, a Kafka metadata
+request) and returns ``None`` when it is answered, otherwise a one-line reason. Drivers are
+imported only when probed, so importing this module is cheap.
+``python -m conformance.services [env | probe NAME ...]`` gives the same from a shell.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from impls.endpoints import ServiceName as ServiceName
 from impls.endpoints import cql_contact as cql_contact
 from impls.endpoints import describe as describe
 from impls.endpoints import endpoint as endpoint
+from impls.endpoints import kafka_bootstrap as kafka_bootstrap
 from impls.endpoints import mysql_dsn as mysql_dsn
 from impls.endpoints import mysql_params as mysql_params
 from impls.endpoints import pg_dsn as pg_dsn
@@ -110,11 +111,25 @@ def _probe_mariadb(timeout: float) -> None:
         conn.close()
 
 
+def _probe_kafka(timeout: float) -> None:
+    from confluent_kafka.admin import AdminClient
+
+    quiet: dict[str, str | int | float | bool] = {
+        "bootstrap.servers": kafka_bootstrap(),
+        "log_level": 0,
+        "socket.connection.setup.timeout.ms": 1000,
+    }
+    metadata = AdminClient(quiet).list_topics(timeout=timeout)
+    if not metadata.brokers:
+        raise RuntimeError("the cluster metadata lists no broker")
+
+
 _PROBES: Final[Mapping[ServiceName, Callable[[float], None]]] = {
     "redis": _probe_redis,
     "cassandra": _probe_cassandra,
     "postgres": _probe_postgres,
     "mariadb": _probe_mariadb,
+    "kafka": _probe_kafka,
 }
 
 

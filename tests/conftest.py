@@ -51,7 +51,8 @@ def _require_service_fixture() -> Callable[[str], None]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "service(name, ...): the test needs a real service (redis, cassandra, postgres, mariadb)"
+        "markers",
+        "service(name, ...): the test needs a real service (redis, cassandra, postgres, mariadb, kafka)",
     )
 
 

@@ -42,6 +42,7 @@ def unreachable(name: str, port: int) -> str:
         "cassandra": f"127.0.0.1:{port}",
         "postgres": f"postgresql://ratchet:ratchet@127.0.0.1:{port}/ratchet",
         "mariadb": f"mysql://ratchet:ratchet@127.0.0.1:{port}/ratchet",
+        "kafka": f"127.0.0.1:{port}",
     }[name]
 
 

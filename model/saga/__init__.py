@@ -45,6 +45,7 @@ Layers, bottom up::
     _orchestrator handle_result, fire_timer
     _participant handle_command
     _delivery   consumer groups on a stream: read, claim, settle, dead-letter, trim
+    _offsets    a partitioned log with committed offsets (Kafka): frontier, back-off, rebalance
     _signing    HMAC-signed envelopes under rotatable keys
     _receipts   request/response delivery: admission by principal, closed receipts
     _observability stage set, label policy, reconciliation, store facts (S-OBS-*)
@@ -217,6 +218,25 @@ from ._observability import label_violations as label_violations
 from ._observability import outcome_label as outcome_label
 from ._observability import store_facts as store_facts
 from ._observability import unit_tally as unit_tally
+from ._offsets import BackingOff as BackingOff
+from ._offsets import CommitOutcome as CommitOutcome
+from ._offsets import DeliverOutcome as DeliverOutcome
+from ._offsets import NothingToDeliver as NothingToDeliver
+from ._offsets import NotOwner as NotOwner
+from ._offsets import OffsetCommitted as OffsetCommitted
+from ._offsets import OffsetDeadLetter as OffsetDeadLetter
+from ._offsets import OffsetRefused as OffsetRefused
+from ._offsets import OutcomeRecorded as OutcomeRecorded
+from ._offsets import PartitionedLog as PartitionedLog
+from ._offsets import PartitionState as PartitionState
+from ._offsets import RecordDelivered as RecordDelivered
+from ._offsets import assign_partition as assign_partition
+from ._offsets import commit_offset as commit_offset
+from ._offsets import deliver_record as deliver_record
+from ._offsets import offset_frontier as offset_frontier
+from ._offsets import partition_lag as partition_lag
+from ._offsets import produce_record as produce_record
+from ._offsets import settle_record as settle_record
 from ._orchestrator import DuplicateResult as DuplicateResult
 from ._orchestrator import FireOutcome as FireOutcome
 from ._orchestrator import FireTimer as FireTimer
