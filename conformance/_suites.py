@@ -35,7 +35,7 @@ class BackendUnderTest:
 
     ``factories`` maps a role ("store", "outbox", ...) to a ``module:function`` path or to the
     callable itself (a callable given from Python; failure files then record its path if it has an
-    importable one). ``service`` names the server it needs (conformance/services.py), if any.
+    importable one). ``service`` names the server it needs (conformance/services/), if any.
     The optional role ``control`` is a ``conformance.crash.ServiceControl`` factory: only a backend
     with one gets the ``server-crash`` fault. ``in_process``: its state lives in the objects its
     factory returns, so ``reopen`` and ``two-clients`` do not apply (the memory store).

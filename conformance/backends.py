@@ -26,7 +26,7 @@ class BackendSpec:
     name: str
     store_factory: str  # "module:function" returning a MessageStore for (namespace, membership)
     outbox_factory: str  # "module:function" returning an Outbox for (namespace)
-    service: str | None  # the real service it needs (conformance/services.py), None if embedded
+    service: str | None  # the real service it needs (conformance/services/), None if embedded
     description: str
     control: str | None = None  # "module:function" returning a conformance.crash.ServiceControl
     in_process: bool = False  # its state lives in the store object: reopen does not apply

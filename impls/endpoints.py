@@ -1,6 +1,6 @@
 """The one home of every real-service endpoint: environment variable and default per service.
 
-Stores, saga backends, the harness (conformance/services.py), the service launcher
+Stores, saga backends, the harness (conformance/services/), the service launcher
 (scripts/services) and the tests all read these. The defaults match what ``scripts/services up``
 starts on loopback; tests/test_services.py checks that ``scripts/services env`` agrees::
 

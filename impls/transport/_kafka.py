@@ -41,7 +41,7 @@ from typing import Any
 import attrs
 import confluent_kafka as ck
 
-from model.saga import EnvelopeRefused, KeyRing, Verdict, verify
+from model.saga import DeliveryVerdict, EnvelopeRefused, KeyRing, verify
 
 from ._handlers import DeliveryHandler, PoisonMessage
 from ._kafka_records import (
@@ -163,7 +163,7 @@ class KafkaCommandConsumer:
             records = self.poll(idle_sleep_s)
             for partition in sorted(self._assigned):
                 while (record := self.take(partition)) is not None:
-                    if self.process(record).verdict is Verdict.REDELIVER:
+                    if self.process(record).verdict is DeliveryVerdict.REDELIVER:
                         break
             if not records:
                 time.sleep(0)
@@ -228,13 +228,19 @@ class KafkaCommandConsumer:
                 return self._dead_letter(record, "poison", None, principal)
             self._back_off(record)
             return KafkaSettled(
-                record.partition, record.offset, Verdict.REDELIVER, None, "handler_failed", None, principal
+                record.partition,
+                record.offset,
+                DeliveryVerdict.REDELIVER,
+                None,
+                "handler_failed",
+                None,
+                principal,
             )
         self.fault_hook(BEFORE_OFFSET_COMMIT, f"{record.partition}:{record.offset}")
         verdict = outcome.verdict
-        if verdict is Verdict.DEAD_LETTER:
+        if verdict is DeliveryVerdict.DEAD_LETTER:
             return self._dead_letter(record, type(outcome).__name__, outcome, principal)
-        if verdict is Verdict.REDELIVER:
+        if verdict is DeliveryVerdict.REDELIVER:
             self._back_off(record)
             return KafkaSettled(record.partition, record.offset, verdict, outcome, "", None, principal)
         return KafkaSettled(
@@ -277,7 +283,7 @@ class KafkaCommandConsumer:
     ) -> KafkaSettled:
         if record.partition not in self._assigned or self._dead:
             return KafkaSettled(
-                record.partition, record.offset, Verdict.DEAD_LETTER, outcome, reason, None, principal
+                record.partition, record.offset, DeliveryVerdict.DEAD_LETTER, outcome, reason, None, principal
             )
         headers = [
             *record.headers.items(),
@@ -289,7 +295,13 @@ class KafkaCommandConsumer:
         self.send_dead_letter(record, headers)
         committed = self._finish(record)
         return KafkaSettled(
-            record.partition, record.offset, Verdict.DEAD_LETTER, outcome, reason, committed, principal
+            record.partition,
+            record.offset,
+            DeliveryVerdict.DEAD_LETTER,
+            outcome,
+            reason,
+            committed,
+            principal,
         )
 
     def send_dead_letter(self, record: KafkaRecord, headers: Sequence[tuple[str, bytes]]) -> None:

@@ -15,7 +15,7 @@ from typing import Any
 import attrs
 import confluent_kafka as ck
 
-from model.saga import KeyRing, SignedEnvelope, Verdict, sign
+from model.saga import DeliveryVerdict, KeyRing, SignedEnvelope, sign
 
 from ._streams import TransportError
 
@@ -68,7 +68,7 @@ class KafkaSettled:
 
     partition: int
     offset: int
-    verdict: Verdict
+    verdict: DeliveryVerdict
     outcome: object | None
     reason: str
     committed: int | None

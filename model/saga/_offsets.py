@@ -40,7 +40,7 @@ from typing import TypeAlias
 
 import attrs
 
-from ._values import Verdict
+from ._values import DeliveryVerdict
 
 
 @attrs.frozen
@@ -105,7 +105,7 @@ class NotOwner:
 class OutcomeRecorded:
     partition: int
     offset: int
-    verdict: Verdict
+    verdict: DeliveryVerdict
 
 
 @attrs.frozen
@@ -168,7 +168,7 @@ def settle_record(
     log: PartitionedLog,
     partition: int,
     offset: int,
-    verdict: Verdict,
+    verdict: DeliveryVerdict,
     *,
     reason: str = "",
     now_ms: int = 0,
@@ -181,11 +181,11 @@ def settle_record(
     post: __return__[1].verdict is verdict
     """
     part = log.partitions[partition]
-    if verdict is Verdict.REDELIVER:
+    if verdict is DeliveryVerdict.REDELIVER:
         moved = attrs.evolve(part, position=min(part.position, offset), paused_until_ms=now_ms + backoff_ms)
         return _with(log, partition, moved), OutcomeRecorded(partition, offset, verdict)
     after = _with(log, partition, attrs.evolve(part, done=part.done | {offset}))
-    if verdict is Verdict.DEAD_LETTER and (partition, offset) not in log.dead_letters:
+    if verdict is DeliveryVerdict.DEAD_LETTER and (partition, offset) not in log.dead_letters:
         letter = OffsetDeadLetter(partition, offset, part.records[offset], reason)
         after = attrs.evolve(after, dead_letters={**after.dead_letters, (partition, offset): letter})
     return after, OutcomeRecorded(partition, offset, verdict)
