@@ -47,10 +47,10 @@ conformance: venv proto
 
 lint: venv
 	$(BIN)/ruff check .
-	$(BIN)/ruff format --check model impls conformance tests examples
+	$(BIN)/ruff format --check model impls conformance bench tests examples
 
 types: venv
-	$(BIN)/mypy --strict model impls conformance
+	$(BIN)/mypy --strict model impls conformance bench
 
 # The two packages are checked side by side, one per core (CrossHair's budgets are wall-clock; each
 # check is single-threaded); each one's output is shown when both are done.

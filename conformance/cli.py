@@ -9,8 +9,10 @@ finished are still written; ``conformance._signals``).
 take a few hundred milliseconds to import), so a Ctrl-C at any moment is an interrupt, never a
 traceback; that is why the heavy imports below are inside the functions that need them.
 
-Subcommands live in ``SUBCOMMANDS``; another module adds one with ``register_subcommand`` (the bench
-issue adds ``bench`` this way) and is imported from ``SUBCOMMAND_MODULES`` when present.
+Subcommands live in ``SUBCOMMANDS``; another module adds one with ``register_subcommand`` when it is
+imported: the harness's own from ``SUBCOMMAND_MODULES``, other packages through the entry-point
+group ``ratchet.subcommands`` (the ``bench`` package adds ``bench`` this way: the harness never
+imports it by name).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -52,7 +55,9 @@ DEFAULT_DATABASE = Path(".ratchet/examples")
 DASH_VALUE_FLAGS = ("--faults",)
 
 # Modules that add subcommands when imported; absent ones are skipped.
-SUBCOMMAND_MODULES = ("conformance._clean_cli", "conformance.bench")
+SUBCOMMAND_MODULES = ("conformance._clean_cli",)
+# Packages beside the harness register theirs under this entry-point group (pyproject.toml).
+SUBCOMMAND_ENTRY_POINTS = "ratchet.subcommands"
 
 
 @attrs.frozen
@@ -358,7 +363,8 @@ register_subcommand(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    for module in SUBCOMMAND_MODULES:
+    modules = [*SUBCOMMAND_MODULES, *(ep.value for ep in entry_points(group=SUBCOMMAND_ENTRY_POINTS))]
+    for module in modules:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -9,8 +9,8 @@ from typing import Any
 
 import pytest
 
+from bench._saga_workload import command_for, participant
 from conformance.backends import TRANSPORT_BACKENDS, load_object
-from conformance.bench._saga_workload import command_for, participant
 from conformance.saga import _world as w
 from impls.saga.codec import command_to_blob
 from impls.saga.memory import open_memory_saga_backend
