@@ -25,6 +25,7 @@ from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga import _world as w
 from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN
 from conformance.saga._ratchet import RatchetRuntime
+from conformance.transport._faults import KAFKA_ONLY
 from impls.saga import read_only
 from impls.saga.memory import open_memory_saga_backend
 from impls.transport import (
@@ -165,6 +166,8 @@ class SagaSideBase(ConformanceMachine):
 class TransportMachineBase(SagaSideBase):
     def __init__(self) -> None:
         super().__init__()
+        self.context.stats.details["transport:connector"] = "streams"
+        self.context.stats.details[KAFKA_ONLY] = "not applicable: Redis Streams has no partitions or offsets"
         ns, target = self.ns, self.context.target
         try:
             self.client = target.open_client()
