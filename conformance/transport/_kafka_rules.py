@@ -153,6 +153,14 @@ class KafkaMachine(KafkaMachineBase):
         at T-KAFKA-01 (after the COMMIT, before the offset commit), ``rebalance`` makes c2 join or
         leave the group right there."""
         self._publish()
+        last = PARTITIONS - 1
+        if (
+            fault == "rebalance"
+            and len(self.log.partitions[last].records) > self.log.partitions[last].position
+        ):
+            # Members are ordered by client id under the range assignor: a change of c2 moves the last
+            # partition, so a rebalance aims at a unit there.
+            partition = last
         part = self.log.partitions[partition]
         if part.position >= len(part.records):  # nothing new here: the other partition's turn
             partition = (partition + 1) % PARTITIONS
