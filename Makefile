@@ -71,11 +71,12 @@ pytest: venv
 
 # --suite all is every registered suite: store, commit, saga, durability, saga-durability, transport,
 # each on the backends of its family in the groups (conformance/backends.py: embedded = no server,
-# real = a server `make services` starts; the built runtimes run in conformance-nasaga). The durability suites kill -9 and restart the
+# real = a server `make services` starts; the built runtimes run in conformance-nasaga; the Kafka
+# transport backend is left out until its cost in make test is decided). The durability suites kill -9 and restart the
 # project's servers (scripts/services), so this runs alone: after pytest, never beside it.
 conformance-real: venv proto
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --backend embedded,real --suite all --profile $(PROFILE) $(SEED_FLAG) \
+	$(BIN)/conformance run --backend embedded,real,-kafka --suite all --profile $(PROFILE) $(SEED_FLAG) \
 		--junit $(REPORTS)/conformance-real.xml --report $(REPORTS)/conformance-real.json
 
 # The nasaga host (docs/nasaga.md); its cargo target directory lives outside the repository.

@@ -27,7 +27,7 @@ from bench._saga_floor import sync_timed_loop
 from bench._saga_workload import command_for, participant
 from bench._section import Progress, Section, SectionOutcome, unavailable
 from bench._workload import new_namespace
-from conformance.backends import TRANSPORT_BACKENDS
+from conformance.backends import STREAM_BACKENDS as STREAM_BACKENDS  # the registry's Redis Streams backends
 from conformance.saga import _world as w
 from impls.saga.codec import command_to_blob
 from impls.saga.memory import open_memory_saga_backend
@@ -48,7 +48,6 @@ if TYPE_CHECKING:
 
 SLICES = 4
 BATCH = 16
-STREAM_BACKENDS = TRANSPORT_BACKENDS  # the registry's (conformance/backends.py)
 TRANSPORT_SUITE = "transport"
 
 
@@ -174,7 +173,7 @@ def run_transport(options: BenchOptions, say: Progress) -> SectionOutcome:
             missing[name] = reason
             continue
         try:
-            opener: Any = load_object(spec.factory)
+            opener: Any = load_object(spec.streams or "")
             measured = [_stream_slices(opener, seconds) for _ in range(runs)]
         except Exception as exc:
             errors[f"transport-rate {name}"] = f"{type(exc).__name__}: {exc}"

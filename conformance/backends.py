@@ -148,9 +148,18 @@ SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
 @attrs.frozen
 class TransportBackendSpec:
     name: str
-    factory: str  # "module:function" returning a streams client (impls.transport)
+    #: Role -> "module:function": ``streams`` (a streams client, impls.transport) for the Redis
+    #: Streams connector; ``kafka`` (the bootstrap servers) and ``broker_control`` for Kafka's.
+    factories: Mapping[str, str]
     service: str | None
     description: str
+    #: Examples per profile when fewer than the suite's (BackendUnderTest.examples).
+    examples: Mapping[str, int] = attrs.field(factory=dict)
+
+    @property
+    def streams(self) -> str | None:
+        """The streams-client factory, for a Redis Streams backend (None for Kafka)."""
+        return self.factories.get("streams")
 
 
 TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
@@ -158,18 +167,30 @@ TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
     for spec in (
         TransportBackendSpec(
             "fakeredis",
-            "impls.transport:open_fakeredis_client",
+            {"streams": "impls.transport:open_fakeredis_client"},
             None,
             "the Redis Streams connector on fakeredis (embedded, Lua via lupa); gRPC over loopback mTLS",
         ),
         TransportBackendSpec(
             "redis",
-            "impls.transport:open_redis_client",
+            {"streams": "impls.transport:open_redis_client"},
             "redis",
             "the Redis Streams connector on the real Redis 7 server; gRPC over loopback mTLS",
         ),
+        TransportBackendSpec(
+            "kafka",
+            {"kafka": "impls.endpoints:kafka_bootstrap", "broker_control": "conformance.crash:kafka_control"},
+            "kafka",
+            "the Kafka connector (confluent-kafka) on the project's KRaft broker; broker kill -9 and restart",
+            # Every step is broker round trips (and a rebalance half a second): fewer examples.
+            examples={"ci": 15},
+        ),
     )
 }
+
+#: The Redis Streams backends (a streams-client factory each): the connector tests and the bench.
+STREAM_BACKENDS = {name: spec for name, spec in TRANSPORT_BACKENDS.items() if spec.streams is not None}
+
 
 AnySpec = BackendSpec | SagaBackendSpec | TransportBackendSpec
 
@@ -202,15 +223,20 @@ def backend_names(family: str, group: str = "all") -> tuple[str, ...]:
 
 def expand_backends(names: Iterable[str], families: Iterable[str]) -> list[str]:
     """``--backend``'s list with each group replaced by its members of ``families``; order kept,
-    duplicates dropped. A plain name is kept as given (the caller says when it is unknown)."""
+    duplicates dropped; ``-name`` drops one (``embedded,real,-kafka``). A plain name is kept as
+    given (the caller says when it is unknown)."""
     families = tuple(families)
+    names = list(names)
+    dropped = {name[1:] for name in names if name.startswith("-")}
     expanded: list[str] = []
     for name in names:
+        if name.startswith("-"):
+            continue
         if name in BACKEND_GROUPS:
             expanded.extend(b for family in families for b in backend_names(family, name))
         else:
             expanded.append(name)
-    return list(dict.fromkeys(expanded))
+    return [name for name in dict.fromkeys(expanded) if name not in dropped]
 
 
 #: The extra (pyproject.toml) that brings each driver a backend imports.

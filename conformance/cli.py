@@ -87,7 +87,8 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend",
         type=_csv,
-        help=f"named backends or groups ({', '.join(BACKEND_GROUPS)}), comma-separated (default: memory)",
+        help=f"named backends or groups ({', '.join(BACKEND_GROUPS)}), comma-separated; -name drops one "
+        "(default: memory)",
     )
     add_custom_flags(parser, "test")
     parser.add_argument(

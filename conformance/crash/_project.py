@@ -27,7 +27,7 @@ from conformance.services._launcher import restart
 from conformance.services._settings import REPO, Settings
 from impls import endpoints
 
-RESTART_TIMEOUT_S = {"redis": 60.0, "postgres": 120.0, "mariadb": 180.0, "cassandra": 360.0}
+RESTART_TIMEOUT_S = {"redis": 60.0, "postgres": 120.0, "mariadb": 180.0, "cassandra": 360.0, "kafka": 180.0}
 _LOOPBACK = ("127.", "localhost", "::1")
 
 
@@ -39,7 +39,7 @@ def services_dir() -> Path:
 class ScriptedService:
     """One service of ``scripts/services`` (``service`` is the launcher's name for it)."""
 
-    service: str  # redis | postgres | mariadb | cassandra
+    service: str  # redis | postgres | mariadb | cassandra | kafka
     host: str
     port: int
     root: Path  # the services directory
@@ -66,6 +66,7 @@ class ScriptedService:
             "postgres": base / "data" / "postmaster.pid",
             "mariadb": base / "mariadbd.pid",
             "cassandra": base / "cassandra.pid",
+            "kafka": base / "kafka.pid",
         }[self.service]
 
     def _marker(self) -> str:
@@ -76,6 +77,8 @@ class ScriptedService:
             return f"-p {self.port}"
         if self.service == "mariadb":
             return f"--port={self.port}"
+        if self.service == "kafka":
+            return str(self.root / "kafka" / "conf" / "server.properties")
         return f"-Dcassandra.config=file://{self.root / 'cassandra' / 'conf' / 'cassandra.yaml'}"
 
     def pid(self) -> int:
@@ -130,6 +133,7 @@ class ScriptedService:
             "postgres": "RATCHET_PG_PORT",
             "mariadb": "RATCHET_MARIADB_PORT",
             "cassandra": "RATCHET_CQL_PORT",
+            "kafka": "RATCHET_KAFKA_PORT",
         }[self.service]
         env[port_var] = str(self.port)
         if self.service == "cassandra":
@@ -144,6 +148,14 @@ class ScriptedService:
             jmx = re.search(r"-Dcassandra\.jmx\.local\.port=(\d+)", self._last_cmdline)
             if jmx:
                 env["RATCHET_CASSANDRA_JMX_PORT"] = jmx.group(1)
+        if self.service == "kafka":
+            try:
+                props = (self.root / "kafka" / "conf" / "server.properties").read_text()
+            except OSError:
+                props = ""
+            controller = re.search(r"CONTROLLER://[^:,]+:(\d+)", props)
+            if controller:
+                env["RATCHET_KAFKA_CONTROLLER_PORT"] = controller.group(1)
         return env
 
     @property
@@ -197,9 +209,14 @@ def cassandra_control() -> ScriptedService:
     return scripted("cassandra", *endpoints.cql_contact())
 
 
+def kafka_control() -> ScriptedService:
+    return scripted("kafka", *endpoints.address_of("kafka", endpoints.kafka_bootstrap()))
+
+
 CONTROLS: dict[str, Callable[[], ScriptedService]] = {
     "redis": redis_control,
     "postgres": postgres_control,
     "mariadb": mariadb_control,
     "cassandra": cassandra_control,
+    "kafka": kafka_control,
 }

@@ -21,6 +21,7 @@ from ._handlers import ParticipantHandler as ParticipantHandler
 from ._handlers import PoisonMessage as PoisonMessage
 from ._kafka import BEFORE_OFFSET_COMMIT as BEFORE_OFFSET_COMMIT
 from ._kafka import KafkaCommandConsumer as KafkaCommandConsumer
+from ._kafka_admin import DeadLetterReader as DeadLetterReader
 from ._kafka_admin import KafkaAdmin as KafkaAdmin
 from ._kafka_records import KafkaPublisher as KafkaPublisher
 from ._kafka_records import KafkaRecord as KafkaRecord

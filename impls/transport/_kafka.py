@@ -60,6 +60,17 @@ from ._kafka_records import (
 )
 from ._streams import FaultHook, Lifecycle, TransportError, no_faults
 
+#: Consumer errors that pass on their own: end of partition, a topic whose metadata is not there yet,
+#: the broker gone for a moment (librdkafka reconnects and says so).
+_PASSING = frozenset(
+    {
+        ck.KafkaError._PARTITION_EOF,
+        ck.KafkaError.UNKNOWN_TOPIC_OR_PART,
+        ck.KafkaError._TRANSPORT,
+        ck.KafkaError._ALL_BROKERS_DOWN,
+    }
+)
+
 #: The killable instant: the handler answered (committed or absorbed), the offset not committed.
 BEFORE_OFFSET_COMMIT = "T-KAFKA-01"
 
@@ -80,6 +91,8 @@ class KafkaCommandConsumer:
     max_deliveries: int = 5
     session_timeout_ms: int = 6_000
     state: Lifecycle = Lifecycle.NEW
+    #: Counts the assignments this member was given (a harness tells rebalances apart by it).
+    generation: int = 0
     _client: Any = None
     _dead_letters: Any = None
     _assigned: set[int] = attrs.field(factory=set)
@@ -104,7 +117,7 @@ class KafkaCommandConsumer:
                 "auto.offset.reset": "earliest",
                 "partition.assignment.strategy": "range",
                 "session.timeout.ms": self.session_timeout_ms,
-                "heartbeat.interval.ms": max(100, self.session_timeout_ms // 6),
+                "heartbeat.interval.ms": max(100, self.session_timeout_ms // 10),
                 "max.poll.interval.ms": 300_000,
                 "fetch.wait.max.ms": 50,
             },
@@ -176,13 +189,18 @@ class KafkaCommandConsumer:
             return []
         self._resume_due()
         try:
-            messages = self._client.consume(max_records, timeout_s)
+            # poll returns at the first record (consume would wait out its timeout for a full batch);
+            # what else is already fetched follows without waiting.
+            first = self._client.poll(timeout_s)
+            messages = [first] if first is not None else []
+            if first is not None and max_records > 1:
+                messages += self._client.consume(max_records - 1, 0)
         except (ck.KafkaException, RuntimeError) as exc:
             raise TransportError(f"consume failed: {exc}") from exc
         fresh = []
         for message in messages:
             if message.error() is not None:
-                if message.error().code() == ck.KafkaError._PARTITION_EOF:
+                if message.error().code() in _PASSING:
                     continue
                 raise TransportError(f"consume failed: {message.error()}")
             partition, offset = int(message.partition()), int(message.offset())
@@ -337,6 +355,7 @@ class KafkaCommandConsumer:
     # -- rebalance callbacks ----------------------------------------------------------------
 
     def _on_assign(self, client: Any, partitions: list[Any]) -> None:
+        self.generation += 1
         mine = [p for p in partitions if p.topic == self.topics.commands]
         try:
             committed = client.committed(mine, timeout=10) if mine else []

@@ -36,6 +36,12 @@ def test_make_conformance_runs_the_embedded_backends_of_every_suite() -> None:
 
 def test_a_group_beside_names_keeps_order_and_drops_duplicates() -> None:
     assert expand_backends(["redis", "embedded", "memory"], ["commit"]) == ["redis", "memory", "fakeredis"]
+    assert expand_backends(["all", "-cql"], ["commit"]) == ["memory", "fakeredis", "redis"]
+
+
+def test_make_conformance_real_runs_what_it_ran_before_the_groups() -> None:
+    found = {name for name, _ in pairs("--backend", "embedded,real,-kafka", "--suite", "all")}
+    assert found == {"memory", "fakeredis", "sqlite", "redis", "cql", "postgres", "mysql"}
 
 
 def test_all_includes_built_runtimes_and_real_does_not() -> None:

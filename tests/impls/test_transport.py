@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from bench._saga_workload import command_for, participant
-from conformance.backends import TRANSPORT_BACKENDS, load_object
+from conformance.backends import STREAM_BACKENDS, load_object
 from conformance.saga import _world as w
 from impls.saga.codec import command_to_blob
 from impls.saga.memory import open_memory_saga_backend
@@ -44,9 +44,9 @@ from tests._backends import backend_params
 RING = add_key(KeyRing(), SigningKey("k1", w.ORCHESTRATOR, b"s1", KeyState.SIGNING))
 
 
-@pytest.fixture(params=backend_params("transport"))
+@pytest.fixture(params=[p for p in backend_params("transport") if p.values[0] in STREAM_BACKENDS])
 def client(request: pytest.FixtureRequest) -> Iterator[Any]:
-    factory = load_object(TRANSPORT_BACKENDS[request.param].factory)
+    factory = load_object(STREAM_BACKENDS[request.param].streams or "")
     assert callable(factory)
     made = factory()
     yield made
