@@ -84,14 +84,17 @@ class FaultKind:
     description: str
     hooks: CallHooks = attrs.field(default=NO_HOOKS, eq=False, repr=False)
     requires: str | None = None  # a capability the backend must have (SuiteStats.details == "True")
-    # A detail the suite writes as "not applicable: why" when the backend cannot suffer this kind.
-    applies_per: str | None = None
+    # Details the suite writes as "not applicable: why" when the backend cannot suffer this kind:
+    # one name, or several (a connector family's, then the kind's own); the first such one wins.
+    applies_per: str | tuple[str, ...] | None = None
 
     def not_applicable(self, details: Mapping[str, str]) -> str | None:
         """Why this backend cannot suffer this kind, or None when it can."""
-        said = details.get(self.applies_per, "") if self.applies_per is not None else ""
-        if said.startswith("not applicable"):
-            return said.removeprefix("not applicable").lstrip(": ") or f"{self.applies_per} does not apply"
+        keys = (self.applies_per,) if isinstance(self.applies_per, str) else self.applies_per or ()
+        for key in keys:
+            said = details.get(key, "")
+            if said.startswith("not applicable"):
+                return said.removeprefix("not applicable").lstrip(": ") or f"{key} does not apply"
         if self.requires is None or details.get(self.requires) == "True":
             return None
         return f"the backend has no {self.requires}"

@@ -6,7 +6,7 @@ Two things end a suite as ``ERROR`` (exit 2, one line naming what failed) instea
 
 * **An outage.** When a run fails in any way (a violation, Hypothesis's flaky-strategy complaint,
   a harness traceback), the runner first asks the backend's service whether it still answers
-  (``outage_reason``: one real protocol request, conformance/services.py). A server that does not
+  (``outage_reason``: one real protocol request, conformance/services/). A server that does not
   is why the run failed: no failure file, no JUnit failure. A server the harness itself killed
   (``server-crash``) is back before the harness reads again, so it never counts.
 * **The watchdog.** Every backend call the commit oracle makes, every factory and every close is

@@ -70,7 +70,7 @@ def backend_for(failure: FailureFile, overrides: Mapping[str, str] | None = None
             in_process = named.in_process
     for role, path in factories.items():
         if path.startswith("<"):
-            flag = "--store" if family is not None and role == family.primary_role else f"--{role}"
+            flag = family.flag if family is not None and role == family.primary_role else f"--{role}"
             raise ValueError(f"the {role} factory of this failure is not importable ({path}); pass {flag}")
     return BackendUnderTest(failure.backend, suite.family, factories, service, in_process)
 

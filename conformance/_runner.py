@@ -78,8 +78,9 @@ def run_conformance(
 ) -> Report:
     """Run suites on one third-party backend; no pytest needed. Never raises for a verdict.
 
-    ``store_factory`` fills the primary role of each suite's family (as ``--store`` does): for
-    the commit-family suites (``store``, ``commit``) an ``impls.api.StoreFactory`` (``async
+    ``store_factory`` fills the primary role of each suite's family (as ``--store`` or
+    ``--saga-backend`` does): for the commit-family suites (``store``, ``commit``) an
+    ``impls.api.StoreFactory`` (``async
     (namespace, membership) -> MessageStore``), without ``outbox_factory`` the in-memory outbox
     is used; for ``suites=("saga",)`` an ``impls.saga.SagaBackendFactory`` (``(namespace) ->
     SagaBackend``), and ``outbox_factory`` must be None. Either may be a callable or its

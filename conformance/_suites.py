@@ -35,7 +35,7 @@ class BackendUnderTest:
 
     ``factories`` maps a role ("store", "outbox", ...) to a ``module:function`` path or to the
     callable itself (a callable given from Python; failure files then record its path if it has an
-    importable one). ``service`` names the server it needs (conformance/services.py), if any.
+    importable one). ``service`` names the server it needs (conformance/services/), if any.
     The optional role ``control`` is a ``conformance.crash.ServiceControl`` factory: only a backend
     with one gets the ``server-crash`` fault. ``in_process``: its state lives in the objects its
     factory returns, so ``reopen`` and ``two-clients`` do not apply (the memory store).
@@ -113,15 +113,25 @@ class Suite:
 class Family:
     """A suite family and how a third-party backend of it is given.
 
-    ``custom_roles[0]`` is the role ``--store`` (and ``run_conformance``'s first argument) fills:
-    ``store`` for the commit family, ``backend`` for the saga family; ``outbox`` is the only other
-    role with a flag of its own. ``custom_defaults`` fills optional roles nobody gave.
+    ``custom_roles[0]`` is the role ``flag`` (and ``run_conformance``'s first argument) fills:
+    ``store`` for the commit family (``--store``), ``backend`` for the saga family
+    (``--saga-backend``); ``outbox`` is the only other role with a flag of its own.
+    ``custom_defaults`` fills optional roles nobody gave.
     """
 
     name: str
     backends: Callable[[], Mapping[str, BackendUnderTest]]  # the named backends of this family
-    custom_roles: tuple[str, ...]  # factory roles a --store style custom backend must/may give
+    custom_roles: tuple[str, ...]  # factory roles a custom backend must/may give
     custom_defaults: Mapping[str, str] = attrs.field(factory=dict)
+    #: The command-line flag that gives a third-party backend of this family (its primary role).
+    flag: str = "--store"
+    #: What that factory returns, for messages ("a MessageStore", "a SagaBackend").
+    what: str = "a MessageStore"
+
+    @property
+    def dest(self) -> str:
+        """The flag's argparse destination."""
+        return self.flag.removeprefix("--").replace("-", "_")
 
     @property
     def primary_role(self) -> str:

@@ -1,19 +1,24 @@
-"""The backends Ratchet knows by name, and how to open them.
+"""The backends Ratchet knows by name, and how to open them: the one registry.
 
 Entries name their factories as ``module:function`` strings so that choosing ``memory`` never
 imports a database driver. A third-party store is the same thing given on the command line
 (``--store mypkg.store:make_store``).
+
+Everything that lists backends reads them from here: the CLI's groups (``--backend embedded``,
+``real``, ``all``; ``BACKEND_GROUPS``), the Makefile (through those groups), and the tests'
+parameter lists (``tests/_backends.py``). A new backend is its package plus one entry below.
 """
 
 from __future__ import annotations
 
 import importlib
-from collections.abc import Mapping
-from typing import cast
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, cast
 
 import attrs
 
-from impls.api import OutboxFactory, StoreFactory
+if TYPE_CHECKING:
+    from impls.api import OutboxFactory, StoreFactory
 
 
 @attrs.frozen
@@ -21,7 +26,7 @@ class BackendSpec:
     name: str
     store_factory: str  # "module:function" returning a MessageStore for (namespace, membership)
     outbox_factory: str  # "module:function" returning an Outbox for (namespace)
-    service: str | None  # the real service it needs (conformance/services.py), None if embedded
+    service: str | None  # the real service it needs (conformance/services/), None if embedded
     description: str
     control: str | None = None  # "module:function" returning a conformance.crash.ServiceControl
     in_process: bool = False  # its state lives in the store object: reopen does not apply
@@ -69,8 +74,6 @@ COMMIT_BACKENDS: dict[str, BackendSpec] = {
         ),
     )
 }
-
-EMBEDDED_COMMIT_BACKENDS = ("memory", "fakeredis")
 
 
 @attrs.frozen
@@ -147,7 +150,113 @@ SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
     )
 }
 
-EMBEDDED_SAGA_BACKENDS = ("memory", "sqlite")
+
+@attrs.frozen
+class TransportBackendSpec:
+    name: str
+    #: Role -> "module:function": ``streams`` (a streams client, impls.transport) for the Redis
+    #: Streams connector; ``kafka`` (the bootstrap servers) and ``broker_control`` for Kafka's.
+    factories: Mapping[str, str]
+    service: str | None
+    description: str
+    #: Examples per profile when fewer than the suite's (BackendUnderTest.examples).
+    examples: Mapping[str, int] = attrs.field(factory=dict)
+    build: str | None = None  # what builds it first (another runtime's connectors, in its host)
+
+    @property
+    def streams(self) -> str | None:
+        """The streams-client factory, for a Redis Streams backend (None for Kafka)."""
+        return self.factories.get("streams")
+
+
+TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
+    spec.name: spec
+    for spec in (
+        TransportBackendSpec(
+            "fakeredis",
+            {"streams": "impls.transport:open_fakeredis_client"},
+            None,
+            "the Redis Streams connector on fakeredis (embedded, Lua via lupa); gRPC over loopback mTLS",
+        ),
+        TransportBackendSpec(
+            "redis",
+            {"streams": "impls.transport:open_redis_client"},
+            "redis",
+            "the Redis Streams connector on the real Redis 7 server; gRPC over loopback mTLS",
+        ),
+        TransportBackendSpec(
+            "kafka",
+            {"kafka": "impls.endpoints:kafka_bootstrap", "broker_control": "conformance.crash:kafka_control"},
+            "kafka",
+            "the Kafka connector (confluent-kafka) on the project's KRaft broker; broker kill -9 and restart",
+            # Every step is broker round trips (and a rebalance half a second): fewer examples.
+            examples={"ci": 15},
+        ),
+        TransportBackendSpec(
+            "nasaga-redis-stream",
+            {
+                "streams": "impls.transport:open_redis_client",
+                "target": "conformance.transport._nasaga_target:nasaga_target",
+            },
+            "redis",  # and PostgreSQL under the host: its outage is an environment error there too
+            "nasaga's Redis Streams connector (feature redis-stream) in its host, on the real Redis 7",
+            # Every step is a host round trip and every example a namespace of its own: a CI gate's
+            # worth is a dozen examples (about a minute), a soak's a hundred.
+            examples={"ci": 12, "deep": 100},
+            build="make nasaga-host",
+        ),
+    )
+}
+
+#: The Redis Streams backends (a streams-client factory each): the connector tests and the bench.
+STREAM_BACKENDS = {name: spec for name, spec in TRANSPORT_BACKENDS.items() if spec.streams is not None}
+
+
+AnySpec = BackendSpec | SagaBackendSpec | TransportBackendSpec
+
+#: Registry per suite family (conformance/_suites.py's ``Family.name``).
+REGISTRIES: Mapping[str, Mapping[str, AnySpec]] = {
+    "commit": COMMIT_BACKENDS,
+    "saga": SAGA_BACKENDS,
+    "transport": TRANSPORT_BACKENDS,
+}
+
+
+def _built(spec: AnySpec) -> bool:
+    return not isinstance(spec, BackendSpec) and spec.build is not None
+
+
+#: ``--backend`` group -> which registered backends it means (in any family).
+BACKEND_GROUPS: Mapping[str, Callable[[AnySpec], bool]] = {
+    "embedded": lambda spec: spec.service is None and not _built(spec),  # no server, nothing to build
+    "real": lambda spec: spec.service is not None and not _built(spec),  # a server `make services` starts
+    "built": _built,  # a runtime under test built first (make nasaga-host)
+    "all": lambda spec: True,
+}
+
+
+def backend_names(family: str, group: str = "all") -> tuple[str, ...]:
+    """The registered backends of ``family`` in ``group`` (``BACKEND_GROUPS``), in registry order."""
+    wanted = BACKEND_GROUPS[group]
+    return tuple(name for name, spec in REGISTRIES[family].items() if wanted(spec))
+
+
+def expand_backends(names: Iterable[str], families: Iterable[str]) -> list[str]:
+    """``--backend``'s list with each group replaced by its members of ``families``; order kept,
+    duplicates dropped; ``-name`` drops one (``embedded,real,-kafka``). A plain name is kept as
+    given (the caller says when it is unknown)."""
+    families = tuple(families)
+    names = list(names)
+    dropped = {name[1:] for name in names if name.startswith("-")}
+    expanded: list[str] = []
+    for name in names:
+        if name.startswith("-"):
+            continue
+        if name in BACKEND_GROUPS:
+            expanded.extend(b for family in families for b in backend_names(family, name))
+        else:
+            expanded.append(name)
+    return [name for name in dict.fromkeys(expanded) if name not in dropped]
 
 
 #: The extra (pyproject.toml) that brings each driver a backend imports.
@@ -164,6 +273,7 @@ DRIVER_EXTRAS = {
     "grpc_tools": "transport",
     "google": "transport",
     "cryptography": "transport",
+    "confluent_kafka": "transport",
 }
 
 
@@ -185,8 +295,8 @@ def load_object(path: str) -> object:
 
 
 def store_factory(spec: BackendSpec) -> StoreFactory:
-    return cast(StoreFactory, load_object(spec.store_factory))
+    return cast("StoreFactory", load_object(spec.store_factory))
 
 
 def outbox_factory(spec: BackendSpec) -> OutboxFactory:
-    return cast(OutboxFactory, load_object(spec.outbox_factory))
+    return cast("OutboxFactory", load_object(spec.outbox_factory))

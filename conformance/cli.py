@@ -9,8 +9,10 @@ finished are still written; ``conformance._signals``).
 take a few hundred milliseconds to import), so a Ctrl-C at any moment is an interrupt, never a
 traceback; that is why the heavy imports below are inside the functions that need them.
 
-Subcommands live in ``SUBCOMMANDS``; another module adds one with ``register_subcommand`` (the bench
-issue adds ``bench`` this way) and is imported from ``SUBCOMMAND_MODULES`` when present.
+Subcommands live in ``SUBCOMMANDS``; another module adds one with ``register_subcommand`` when it is
+imported: the harness's own from ``SUBCOMMAND_MODULES``, other packages through the entry-point
+group ``ratchet.subcommands`` (the ``bench`` package adds ``bench`` this way: the harness never
+imports it by name).
 """
 
 from __future__ import annotations
@@ -23,12 +25,14 @@ import os
 import signal
 import sys
 from collections.abc import Callable, Sequence
+from importlib.metadata import entry_points
 from pathlib import Path
 from typing import TYPE_CHECKING
 
 import attrs
 
 from conformance import _signals
+from conformance._selection import CUSTOM_FLAGS, add_custom_flags, given_customs, pairs_to_run
 from conformance._usage import (
     OneLineParser,
     check_writable_dir,
@@ -39,11 +43,11 @@ from conformance._usage import (
 )
 from conformance._usage import UsageError as UsageError  # re-exported: subcommands raise it
 from conformance._violations import HarnessEnvironmentError
+from conformance.backends import BACKEND_GROUPS
 from impls.endpoints import SERVICE_NAMES
 
 if TYPE_CHECKING:
     from conformance._report import Report
-    from conformance._suites import BackendUnderTest, Suite
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
 DEFAULT_DATABASE = Path(".ratchet/examples")
@@ -51,7 +55,9 @@ DEFAULT_DATABASE = Path(".ratchet/examples")
 DASH_VALUE_FLAGS = ("--faults",)
 
 # Modules that add subcommands when imported; absent ones are skipped.
-SUBCOMMAND_MODULES = ("conformance._clean_cli", "conformance.bench")
+SUBCOMMAND_MODULES = ("conformance._clean_cli",)
+# Packages beside the harness register theirs under this entry-point group (pyproject.toml).
+SUBCOMMAND_ENTRY_POINTS = "ratchet.subcommands"
 
 
 @attrs.frozen
@@ -78,27 +84,25 @@ def _csv(value: str) -> list[str]:
 
 
 def _configure_run(parser: argparse.ArgumentParser) -> None:
-    where = parser.add_mutually_exclusive_group()
-    where.add_argument(
-        "--backend", type=_csv, help="named backends, comma-separated, or all (default: memory)"
+    parser.add_argument(
+        "--backend",
+        type=_csv,
+        help=f"named backends or groups ({', '.join(BACKEND_GROUPS)}), comma-separated; -name drops one "
+        "(default: memory)",
     )
-    where.add_argument(
-        "--store",
-        metavar="MODULE:FACTORY",
-        help="a third-party backend factory: a store (commit suites) or a saga backend (saga suite)",
-    )
+    add_custom_flags(parser, "test")
     parser.add_argument(
         "--outbox", metavar="MODULE:FACTORY", help="outbox factory for --store (default: in-memory)"
     )
     parser.add_argument(
-        "--name", default=None, help="the backend's name in reports for --store (default: custom)"
+        "--name", default=None, help="the backend's name in reports for a custom backend (default: custom)"
     )
     parser.add_argument(
         "--service",
         default=None,
         choices=SERVICE_NAMES,
-        help="the real service --store's factories reach; with an `endpoint` keyword they are opened "
-        "through a fault proxy and the wire faults apply",
+        help="the real service a custom backend's factories reach; with an `endpoint` keyword they are "
+        "opened through a fault proxy and the wire faults apply",
     )
     parser.add_argument(
         "--suite", type=_csv, default=None, help="suites, comma-separated (default: store,commit)"
@@ -140,10 +144,16 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
 
 def _refuse_inapplicable(args: argparse.Namespace) -> None:
     """Flags that would be silently ignored are refused: the user meant something by them."""
-    if args.store is None:
+    given = given_customs(args)
+    if args.backend and given:
+        raise UsageError(f"--backend and {', '.join(given)} contradict each other; give one")
+    if not given:
         for flag, value in (("--outbox", args.outbox), ("--name", args.name)):
             if value is not None:
-                raise UsageError(f"{flag} applies to --store only (named backends have their own)")
+                raise UsageError(
+                    f"{flag} applies to a custom backend only (--store, --saga-backend, --streams); "
+                    "named backends have their own"
+                )
     if args.no_database and args.database is not None:
         raise UsageError("--no-database and --database contradict each other; give one")
 
@@ -163,45 +173,6 @@ def _check_outputs(args: argparse.Namespace) -> None:
         raise UsageError("--report and --junit name the same file")
 
 
-def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
-    from conformance._suites import FAMILIES, load_suites, suite_named
-
-    load_suites()
-    suite_names = args.suite or ["store", "commit"]
-    if "all" in suite_names:
-        suite_names = list(load_suites())  # every registered suite, on the backends each family knows
-    try:
-        suites = [suite_named(name) for name in suite_names]
-    except ValueError as exc:
-        raise UsageError(str(exc)) from None
-    pairs: list[tuple[BackendUnderTest, Suite]] = []
-    if args.store:
-        for suite in suites:
-            try:
-                family = FAMILIES[suite.family]
-                custom = family.custom_backend(args.name or "custom", args.store, args.outbox, args.service)
-            except ValueError as exc:
-                raise UsageError(f"--outbox with suite {suite.name}: {exc}") from None
-            pairs.append((custom, suite))
-        return pairs
-    names = args.backend or ["memory"]
-    if "all" in names:
-        names = list(dict.fromkeys(b for s in suites for b in FAMILIES[s.family].backends()))
-    for name in names:
-        matched = False
-        for suite in suites:
-            backend = FAMILIES[suite.family].backends().get(name)
-            if backend is not None:
-                pairs.append((backend, suite))
-                matched = True
-        if not matched:
-            known = sorted({b for s in suites for b in FAMILIES[s.family].backends()})
-            raise UsageError(
-                f"unknown backend {name!r} for suites {','.join(suite_names)}; known: {', '.join(known)}"
-            )
-    return pairs
-
-
 def _run(args: argparse.Namespace) -> int:
     from conformance._faults import FaultFilter
     from conformance._journal import Journal
@@ -210,7 +181,7 @@ def _run(args: argparse.Namespace) -> int:
     from conformance._runner import RunOptions, probe_service, run_matrix
 
     _refuse_inapplicable(args)
-    pairs = _pairs(args)
+    pairs = pairs_to_run(args)
     try:
         faults = FaultFilter.parse(args.faults)
     except ValueError as exc:
@@ -276,11 +247,7 @@ def _run(args: argparse.Namespace) -> int:
 
 def _configure_replay(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", type=Path, help="a failure file written by `conformance run`")
-    parser.add_argument(
-        "--store",
-        metavar="MODULE:FACTORY",
-        help="replay against this store (commit suites) or saga backend (saga suite) factory instead",
-    )
+    add_custom_flags(parser, "replay against")
     parser.add_argument("--outbox", metavar="MODULE:FACTORY", help="and this outbox factory")
     parser.add_argument(
         "--trust",
@@ -289,7 +256,8 @@ def _configure_replay(parser: argparse.ArgumentParser) -> None:
         action="extend",
         default=[],
         help="import the file's factories from this module (replay imports only registered backends "
-        "and --store/--outbox otherwise: a failure file must not run code without your say-so)",
+        "and --store/--saga-backend/--streams/--outbox otherwise: a failure file must not run code "
+        "without your say-so)",
     )
     parser.add_argument(
         "-v", "--verbose", action="store_true", help="print each step and the failing step's calls"
@@ -308,7 +276,16 @@ def _replay(args: argparse.Namespace) -> int:
         raise UsageError(str(exc)) from None
     try:
         family = FAMILIES[suite_named(failure.suite).family]
-        overrides = {role: str(path) for role, path in family.overrides(args.store, args.outbox).items()}
+        given = given_customs(args)
+        for flag in given:
+            if flag != family.flag:
+                raise ValueError(
+                    f"{flag} gives {CUSTOM_FLAGS[flag]}; this failure is of suite {failure.suite}, "
+                    f"which takes {family.what} ({family.flag})"
+                )
+        overrides = {
+            role: str(path) for role, path in family.overrides(given.get(family.flag), args.outbox).items()
+        }
     except ValueError as exc:
         raise UsageError(str(exc)) from None
     if not failure.program:
@@ -318,7 +295,7 @@ def _replay(args: argparse.Namespace) -> int:
         modules = ",".join(sorted({r.partition("=")[2].partition(":")[0] for r in refused}))
         raise UsageError(
             f"{args.file} names factories that are not registered backends: {', '.join(refused)}; "
-            f"replay imports them only with --trust {modules} (or pass --store)"
+            f"replay imports them only with --trust {modules} (or pass {family.flag})"
         )
     print(f"replaying {args.file}: {failure.suite} on {failure.backend}, {len(failure.program)} steps")
     print(f"recorded: {failure.rule_id}: {failure.message}")
@@ -387,7 +364,8 @@ register_subcommand(
 
 
 def build_parser() -> argparse.ArgumentParser:
-    for module in SUBCOMMAND_MODULES:
+    modules = [*SUBCOMMAND_MODULES, *(ep.value for ep in entry_points(group=SUBCOMMAND_ENTRY_POINTS))]
+    for module in modules:
         try:
             importlib.import_module(module)
         except ModuleNotFoundError as exc:

@@ -4,7 +4,7 @@ They subclass the in-memory saga backend (``impls.saga.memory``) and change one 
 of its transaction, so every other answer is correct and the only thing the harness can find
 is the planted bug. Each factory is a ``SagaBackendFactory`` (``(namespace) -> SagaBackend``)::
 
-    conformance run --store examples.broken_saga_backends:gate_keyed_on_command_id --suite saga
+    conformance run --saga-backend examples.broken_saga_backends:gate_keyed_on_command_id --suite saga
 
 ==========================  ===========  =========================================================
 factory                     rule broken  the bug

@@ -5,7 +5,8 @@ Each bug changes one or two methods of ``impls.sql.SqlTransaction``; everything 
 shared SQL, so the planted bug is the only thing to find. Factories are ``SagaBackendFactory``
 values (``(namespace) -> SagaBackend``), one per engine::
 
-    conformance run --store examples.broken_sql_saga_backends:postgres_timer_ignores_fencing --suite saga
+    conformance run --suite saga \\
+        --saga-backend examples.broken_sql_saga_backends:postgres_timer_ignores_fencing
 
 ==========================  ===========  =========================================================
 bug                         rule broken  how it is planted in SQL

@@ -40,7 +40,7 @@ from impls.transport import (
     StreamConsumer,
     parse_id,
 )
-from model.saga import Verdict
+from model.saga import DeliveryVerdict
 
 
 class AckBeforeCommit(StreamConsumer):
@@ -49,7 +49,9 @@ class AckBeforeCommit(StreamConsumer):
     def process(self, entry: InHand) -> Settled:
         acked = self._ack(entry.entry_id)
         settled = super().process(entry)
-        return attrs.evolve(settled, acknowledged=acked) if settled.verdict is Verdict.ACK else settled
+        return (
+            attrs.evolve(settled, acknowledged=acked) if settled.verdict is DeliveryVerdict.ACK else settled
+        )
 
 
 class TrimPastPending(StreamAdmin):
@@ -76,7 +78,7 @@ class DeadLetterWithoutAck(StreamConsumer):
             b"reason": reason.encode(),
         }
         self.client.xadd(self.names.dead_letters, {**fields, **entry.fields})  # type: ignore[dict-item]
-        return Settled(entry.entry_id, Verdict.DEAD_LETTER, outcome, reason, True, principal)
+        return Settled(entry.entry_id, DeliveryVerdict.DEAD_LETTER, outcome, reason, True, principal)
 
 
 class AckWithoutDeadLetter(StreamConsumer):
@@ -86,7 +88,7 @@ class AckWithoutDeadLetter(StreamConsumer):
         self, entry: InHand, reason: str, outcome: object | None, principal: str | None
     ) -> Settled:
         acked = self._ack(entry.entry_id)
-        return Settled(entry.entry_id, Verdict.DEAD_LETTER, outcome, reason, acked, principal)
+        return Settled(entry.entry_id, DeliveryVerdict.DEAD_LETTER, outcome, reason, acked, principal)
 
 
 class _TrustingServicer(DeliveryServicer):

@@ -7,8 +7,8 @@ own classification of a lost COMMIT is never asked; through the fault proxy
 (``wire-commit-reply-lost``) the server commits, the answer is lost, and the runtime, told "rolled
 back", runs the unit again on top of its own committed writes (S-TX-02)::
 
-    conformance run --suite saga --store examples.wire_sql_saga_backends:postgres_lost_commit_is_rollback \\
-        --service postgres
+    conformance run --suite saga --service postgres \\
+        --saga-backend examples.wire_sql_saga_backends:postgres_lost_commit_is_rollback
 
 ``WIRE_SQL_SAGA_BACKENDS`` maps each factory to the service it needs and the rule the harness
 must report.

@@ -1,6 +1,6 @@
 """The one home of every real-service endpoint: environment variable and default per service.
 
-Stores, saga backends, the harness (conformance/services.py), the service launcher
+Stores, saga backends, the harness (conformance/services/), the service launcher
 (scripts/services) and the tests all read these. The defaults match what ``scripts/services up``
 starts on loopback; tests/test_services.py checks that ``scripts/services env`` agrees::
 
@@ -8,6 +8,7 @@ starts on loopback; tests/test_services.py checks that ``scripts/services env`` 
     cassandra  RATCHET_CQL_CONTACT  127.0.0.1:19042
     postgres   RATCHET_PG_DSN       postgresql://ratchet:ratchet@127.0.0.1:15432/ratchet
     mariadb    RATCHET_MYSQL_DSN    mysql://ratchet:ratchet@127.0.0.1:13306/ratchet
+    kafka      RATCHET_KAFKA_BOOTSTRAP  127.0.0.1:19092   (bootstrap.servers: host:port[,host:port...])
 
 Nothing here imports a driver or opens a connection.
 """
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 from typing import Final, Literal
 from urllib.parse import SplitResult, unquote, urlsplit
 
-ServiceName = Literal["redis", "cassandra", "postgres", "mariadb"]
-SERVICE_NAMES: Final[tuple[ServiceName, ...]] = ("redis", "cassandra", "postgres", "mariadb")
+ServiceName = Literal["redis", "cassandra", "postgres", "mariadb", "kafka"]
+SERVICE_NAMES: Final[tuple[ServiceName, ...]] = ("redis", "cassandra", "postgres", "mariadb", "kafka")
 
 
 @dataclass(frozen=True)
@@ -40,10 +41,12 @@ SERVICES: Final[Mapping[ServiceName, Service]] = {
     "cassandra": Service("cassandra", "RATCHET_CQL_CONTACT", "127.0.0.1:19042"),
     "postgres": Service("postgres", "RATCHET_PG_DSN", "postgresql://ratchet:ratchet@127.0.0.1:15432/ratchet"),
     "mariadb": Service("mariadb", "RATCHET_MYSQL_DSN", "mysql://ratchet:ratchet@127.0.0.1:13306/ratchet"),
+    "kafka": Service("kafka", "RATCHET_KAFKA_BOOTSTRAP", "127.0.0.1:19092"),
 }
 
 CQL_DEFAULT_PORT: Final = 9042  # used when RATCHET_CQL_CONTACT names a host without a port
 MYSQL_DEFAULT_PORT: Final = 3306
+KAFKA_DEFAULT_PORT: Final = 9092
 
 
 def service(name: str) -> Service:
@@ -68,6 +71,11 @@ def pg_dsn() -> str:
 
 def mysql_dsn() -> str:
     return endpoint("mariadb")
+
+
+def kafka_bootstrap() -> str:
+    """``RATCHET_KAFKA_BOOTSTRAP``: librdkafka's ``bootstrap.servers`` (``host:port[,host:port]``)."""
+    return endpoint("kafka")
 
 
 def cql_contact() -> tuple[str, int]:
@@ -132,6 +140,8 @@ def address_of(name: str, value: str) -> tuple[str, int]:
     """The (host, port) an endpoint of service ``name`` connects to (a URL/DSN, or CQL's host:port)."""
     if name == "cassandra":
         return split_host_port(value, CQL_DEFAULT_PORT)
+    if name == "kafka":
+        return split_host_port(value.split(",")[0], KAFKA_DEFAULT_PORT)
     parts = urlsplit(value)
     defaults = {"redis": 6379, "postgres": 5432, "mariadb": MYSQL_DEFAULT_PORT}
     return parts.hostname or "127.0.0.1", parts.port or defaults[service(name).name]
@@ -140,7 +150,7 @@ def address_of(name: str, value: str) -> tuple[str, int]:
 def with_address(name: str, value: str, host: str, port: int) -> str:
     """The endpoint ``value`` of service ``name`` pointed at ``host:port`` instead (e.g. a proxy);
     user, password, database and options are kept."""
-    if name == "cassandra":
+    if name in ("cassandra", "kafka"):
         return f"{host}:{port}"
     parts = urlsplit(value)
     credentials = parts.netloc.rpartition("@")[0]

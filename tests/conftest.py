@@ -1,6 +1,6 @@
 """Real-service gating for tests: ``@pytest.mark.service("redis")`` or ``require_service("redis")``.
 
-When the service does not answer (conformance/services.py ``probe``), the test is skipped with a
+When the service does not answer (conformance/services/ ``probe``), the test is skipped with a
 message naming the service and how to start it -- unless ``CI`` is ``true`` (any case), where it
 fails instead: CI starts its services, so a missing one is a broken run, never a silent skip.
 """
@@ -51,7 +51,8 @@ def _require_service_fixture() -> Callable[[str], None]:
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line(
-        "markers", "service(name, ...): the test needs a real service (redis, cassandra, postgres, mariadb)"
+        "markers",
+        "service(name, ...): the test needs a real service (redis, cassandra, postgres, mariadb, kafka)",
     )
 
 

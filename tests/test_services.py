@@ -1,4 +1,4 @@
-"""The real-service plumbing: conformance/services.py, the gating in tests/conftest.py and
+"""The real-service plumbing: conformance/services/, the gating in tests/conftest.py and
 scripts/services. Nothing here starts a server: the gating tests point an endpoint at a closed
 port, and the tests marked ``service(...)`` probe what ``scripts/services up`` left running."""
 
@@ -42,6 +42,7 @@ def unreachable(name: str, port: int) -> str:
         "cassandra": f"127.0.0.1:{port}",
         "postgres": f"postgresql://ratchet:ratchet@127.0.0.1:{port}/ratchet",
         "mariadb": f"mysql://ratchet:ratchet@127.0.0.1:{port}/ratchet",
+        "kafka": f"127.0.0.1:{port}",
     }[name]
 
 
@@ -136,3 +137,76 @@ def test_script_env_matches_module_defaults() -> None:
 @pytest.mark.parametrize("name", [pytest.param(n, marks=pytest.mark.service(n)) for n in SERVICE_NAMES])
 def test_service_answers(name: str) -> None:
     assert probe(name, timeout=5.0) is None
+
+
+# --- the launcher (conformance/services/_launcher.py) ---------------------------------------------
+
+
+def _private_env(tmp_path: Path, port: int) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("RATCHET_")}
+    return {**env, "RATCHET_SERVICES_DIR": str(tmp_path / "svc"), "RATCHET_REDIS_PORT": str(port)}
+
+
+def _script(*args: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [str(REPO / "scripts" / "services"), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+
+
+def test_env_follows_the_port_knobs(tmp_path: Path) -> None:
+    env = {**_private_env(tmp_path, 28999), "RATCHET_PG_PORT": "28998", "RATCHET_KAFKA_PORT": "28997"}
+    lines = services.Settings.from_env(env).env_lines()
+    assert "export RATCHET_REDIS_URL=redis://127.0.0.1:28999/0" in lines
+    assert "export RATCHET_PG_DSN=postgresql://ratchet:ratchet@127.0.0.1:28998/ratchet" in lines
+    assert "export RATCHET_KAFKA_BOOTSTRAP=127.0.0.1:28997" in lines
+    assert _script("env", env=env).stdout.splitlines() == lines
+
+
+@pytest.mark.parametrize(
+    ("args", "knobs", "code", "message"),
+    [
+        (["up", "oracle"], {}, 1, "unknown service 'oracle'"),
+        (
+            ["up", "redis"],
+            {"RATCHET_DURABILITY": "sometimes"},
+            2,
+            "RATCHET_DURABILITY must be durable or fast",
+        ),
+        (["up", "redis"], {"RATCHET_REDIS_PORT": "http"}, 2, "RATCHET_REDIS_PORT must be a TCP port"),
+        (["frob"], {}, 2, "usage: scripts/services"),
+    ],
+)
+def test_launcher_refusals(
+    tmp_path: Path, args: list[str], knobs: dict[str, str], code: int, message: str
+) -> None:
+    done = _script(*args, env={**_private_env(tmp_path, 28999), **knobs})
+    assert done.returncode == code
+    assert message in done.stderr and "Traceback" not in done.stderr
+
+
+def test_status_of_a_set_never_started_is_down(tmp_path: Path, closed_port: int) -> None:
+    done = _script("status", "redis", env=_private_env(tmp_path, closed_port))
+    assert done.returncode == 3
+    assert done.stdout.split() == ["redis", "down"]
+
+
+@pytest.mark.service("redis")  # the shared server being up means redis-server is installed
+def test_a_private_redis_up_killed_restarted_and_down(tmp_path: Path, closed_port: int) -> None:
+    """The launcher's whole cycle on a private port, as the crash suite uses it (kill -9, restart)."""
+    env = _private_env(tmp_path, closed_port)
+    settings = services.Settings.from_env(env)
+    try:
+        assert _script("up", "redis", env=env).returncode == 0
+        assert probe("redis", endpoint=settings.endpoint("redis")) is None
+        assert (tmp_path / "svc" / "redis" / "durability").read_text().strip() == "durable"
+        first = int((tmp_path / "svc" / "redis" / "redis.pid").read_text())
+        services.kill_tree(first)
+        assert not services.pid_alive(first)
+        services.restart("redis", settings)
+        assert probe("redis", endpoint=settings.endpoint("redis")) is None
+        again = _script("up", "redis", env=env)
+        assert "already up" in again.stdout
+    finally:
+        down = _script("down", "redis", env=env)
+    assert down.returncode == 0 and "stopped" in down.stdout
+    assert _script("status", "redis", env=env).returncode == 3

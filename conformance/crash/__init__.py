@@ -16,6 +16,7 @@ from conformance.crash._faults import TWO_CLIENTS as TWO_CLIENTS
 from conformance.crash._local import LocalRedis as LocalRedis
 from conformance.crash._project import ScriptedService as ScriptedService
 from conformance.crash._project import cassandra_control as cassandra_control
+from conformance.crash._project import kafka_control as kafka_control
 from conformance.crash._project import mariadb_control as mariadb_control
 from conformance.crash._project import postgres_control as postgres_control
 from conformance.crash._project import redis_control as redis_control

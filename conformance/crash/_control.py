@@ -20,9 +20,6 @@ Implementations: ``_project.ScriptedService`` (the services ``scripts/services``
 
 from __future__ import annotations
 
-import contextlib
-import os
-import signal
 import threading
 import time
 from pathlib import Path
@@ -30,9 +27,13 @@ from typing import Protocol, runtime_checkable
 
 import attrs
 
-
-class ServiceControlError(Exception):
-    """The server cannot be controlled (not found, not ours, did not come back): an environment error."""
+# The process helpers and the error live with the launcher (conformance/services), the one home
+# of starting, finding and killing the project's servers.
+from conformance.services._process import ServiceControlError as ServiceControlError
+from conformance.services._process import command_line as command_line
+from conformance.services._process import descendants as descendants
+from conformance.services._process import kill_tree as kill_tree
+from conformance.services._process import pid_alive as pid_alive
 
 
 @runtime_checkable
@@ -140,67 +141,3 @@ class InFlightCrash:
             raise ServiceControlError(f"the crash cycle of {self._control.name} failed: {self.error!r}")
         assert self.cycle is not None
         return self.cycle
-
-
-# --- processes -----------------------------------------------------------------------------------
-
-
-def pid_alive(pid: int) -> bool:
-    """Alive and not a zombie (a killed daemon's zombie lingers until its reaper runs)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        status = Path(f"/proc/{pid}/status").read_text()
-    except OSError:
-        return False
-    for line in status.splitlines():
-        if line.startswith("State:"):
-            return "Z" not in line.split(":", 1)[1].split()[0]
-    return True
-
-
-def command_line(pid: int) -> str:
-    try:
-        return Path(f"/proc/{pid}/cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-    except OSError:
-        return ""
-
-
-def descendants(pid: int) -> list[int]:
-    """Every live process below ``pid`` (PostgreSQL's backends, for instance)."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses; split after the last ")".
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 1:
-            children.setdefault(int(fields[1]), []).append(int(entry.name))
-    found: list[int] = []
-    frontier = [pid]
-    while frontier:
-        for child in children.get(frontier.pop(), ()):
-            found.append(child)
-            frontier.append(child)
-    return found
-
-
-def kill_tree(pid: int, timeout_s: float = 20.0) -> None:
-    """SIGKILL ``pid`` and everything below it at once (a power cut, not a shutdown)."""
-    victims = [pid, *descendants(pid)]
-    for victim in victims:
-        with contextlib.suppress(ProcessLookupError):
-            os.kill(victim, signal.SIGKILL)
-    deadline = time.monotonic() + timeout_s
-    while any(pid_alive(v) for v in victims):
-        if time.monotonic() > deadline:
-            raise ServiceControlError(f"pid {pid} survived SIGKILL for {timeout_s:.0f}s")
-        time.sleep(0.01)

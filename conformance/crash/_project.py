@@ -1,11 +1,12 @@
-"""Service control for the servers ``scripts/services`` starts (the project's, or a private set).
+"""Service control for the servers the launcher starts (the project's, or a private set).
 
 A ``ScriptedService`` finds its server through the launcher's pid file under the services
 directory (``RATCHET_SERVICES_DIR``, default ``<repo>/.services``) and kills it only if that process
 is alive *and* serves the endpoint the backend uses (its command line names the endpoint's port): a
 stale pid file, a recycled pid or a server of another checkout is never touched. It restarts the
-server with ``scripts/services up NAME`` under the same ports and the same durability it was started
-with (the launcher records it), so a restart leaves the service as it was.
+server through the launcher (``conformance.services.restart``, in process) under the same ports and
+the same durability it was started with (the launcher records it), so a restart leaves the service
+as it was.
 
 The named backends' ``control`` factories are the functions at the bottom (``redis_control``, ...).
 """
@@ -14,8 +15,6 @@ from __future__ import annotations
 
 import os
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -23,12 +22,12 @@ from urllib.parse import urlsplit
 
 import attrs
 
-from conformance.crash._control import ServiceControlError, command_line, kill_tree, pid_alive
+from conformance.services import ServiceControlError, command_line, kill_tree, pid_alive
+from conformance.services._launcher import restart
+from conformance.services._settings import REPO, Settings
 from impls import endpoints
 
-REPO = Path(__file__).resolve().parents[2]
-SCRIPT = REPO / "scripts" / "services"
-RESTART_TIMEOUT_S = {"redis": 60.0, "postgres": 120.0, "mariadb": 180.0, "cassandra": 360.0}
+RESTART_TIMEOUT_S = {"redis": 60.0, "postgres": 120.0, "mariadb": 180.0, "cassandra": 360.0, "kafka": 180.0}
 _LOOPBACK = ("127.", "localhost", "::1")
 
 
@@ -40,7 +39,7 @@ def services_dir() -> Path:
 class ScriptedService:
     """One service of ``scripts/services`` (``service`` is the launcher's name for it)."""
 
-    service: str  # redis | postgres | mariadb | cassandra
+    service: str  # redis | postgres | mariadb | cassandra | kafka
     host: str
     port: int
     root: Path  # the services directory
@@ -67,6 +66,7 @@ class ScriptedService:
             "postgres": base / "data" / "postmaster.pid",
             "mariadb": base / "mariadbd.pid",
             "cassandra": base / "cassandra.pid",
+            "kafka": base / "kafka.pid",
         }[self.service]
 
     def _marker(self) -> str:
@@ -77,6 +77,8 @@ class ScriptedService:
             return f"-p {self.port}"
         if self.service == "mariadb":
             return f"--port={self.port}"
+        if self.service == "kafka":
+            return str(self.root / "kafka" / "conf" / "server.properties")
         return f"-Dcassandra.config=file://{self.root / 'cassandra' / 'conf' / 'cassandra.yaml'}"
 
     def pid(self) -> int:
@@ -99,22 +101,11 @@ class ScriptedService:
         kill_tree(self.pid())
 
     def restart(self) -> None:
-        env = {**os.environ, **self._launcher_env()}
         timeout = RESTART_TIMEOUT_S[self.service]
         try:
-            done = subprocess.run(
-                [str(SCRIPT), "up", self.service],
-                env=env,
-                capture_output=True,
-                text=True,
-                timeout=timeout,
-                check=False,
-            )
-        except subprocess.TimeoutExpired:
-            raise ServiceControlError(f"{self.name} did not come back within {timeout:.0f}s") from None
-        if done.returncode != 0:
-            last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
-            raise ServiceControlError(f"{self.name}: scripts/services up failed: {last}")
+            restart(self.service, Settings.from_env({**os.environ, **self._launcher_env()}))
+        except ServiceControlError as exc:
+            raise ServiceControlError(f"{self.name}: the launcher could not restart it: {exc}") from None
         _wait_answering(self.service, timeout)
 
     def durability(self) -> str:
@@ -135,7 +126,6 @@ class ScriptedService:
     def _launcher_env(self) -> dict[str, str]:
         env = {
             "RATCHET_SERVICES_DIR": str(self.root),
-            "RATCHET_PYTHON": sys.executable,
             "RATCHET_DURABILITY": self.durability().split()[0],
         }
         port_var = {
@@ -143,6 +133,7 @@ class ScriptedService:
             "postgres": "RATCHET_PG_PORT",
             "mariadb": "RATCHET_MARIADB_PORT",
             "cassandra": "RATCHET_CQL_PORT",
+            "kafka": "RATCHET_KAFKA_PORT",
         }[self.service]
         env[port_var] = str(self.port)
         if self.service == "cassandra":
@@ -157,6 +148,14 @@ class ScriptedService:
             jmx = re.search(r"-Dcassandra\.jmx\.local\.port=(\d+)", self._last_cmdline)
             if jmx:
                 env["RATCHET_CASSANDRA_JMX_PORT"] = jmx.group(1)
+        if self.service == "kafka":
+            try:
+                props = (self.root / "kafka" / "conf" / "server.properties").read_text()
+            except OSError:
+                props = ""
+            controller = re.search(r"CONTROLLER://[^:,]+:(\d+)", props)
+            if controller:
+                env["RATCHET_KAFKA_CONTROLLER_PORT"] = controller.group(1)
         return env
 
     @property
@@ -210,9 +209,14 @@ def cassandra_control() -> ScriptedService:
     return scripted("cassandra", *endpoints.cql_contact())
 
 
+def kafka_control() -> ScriptedService:
+    return scripted("kafka", *endpoints.address_of("kafka", endpoints.kafka_bootstrap()))
+
+
 CONTROLS: dict[str, Callable[[], ScriptedService]] = {
     "redis": redis_control,
     "postgres": postgres_control,
     "mariadb": mariadb_control,
     "cassandra": cassandra_control,
+    "kafka": kafka_control,
 }

@@ -84,7 +84,7 @@ class DeliveryRules(SagaMachineBase):
         self.expect(rule_id, expected, actual)
         if isinstance(expected, m.DuplicateCommand):
             self.context.inject(DUPLICATE.name)
-        if expected.verdict is not m.Verdict.REDELIVER:
+        if expected.verdict is not m.DeliveryVerdict.REDELIVER:
             if ack_lost and self._allows(ACK_LOST):
                 self.context.inject(ACK_LOST.name)
             else:
@@ -139,7 +139,7 @@ class DeliveryRules(SagaMachineBase):
         if forge != "none" and self._allows(FORGED):
             self._forge(producer, envelope, forge)  # a forged twin arrives first
         outcome = self._deliver_result(producer, envelope, fate)
-        if outcome.verdict is not m.Verdict.REDELIVER:
+        if outcome.verdict is not m.DeliveryVerdict.REDELIVER:
             if ack_lost and self._allows(ACK_LOST):
                 self.context.inject(ACK_LOST.name)
             else:

@@ -27,8 +27,8 @@ from conformance.saga._port import (
 )
 from conformance.saga._timing import TimedBackend
 from impls.saga import (
-    Abort,
-    Commit,
+    Discard,
+    Keep,
     Orchestrator,
     Participant,
     RuntimeMetrics,
@@ -163,9 +163,9 @@ class RatchetRuntime:
         the injected fate) and the gate in front of it, which it leaves open (S-START-06)."""
         holds_at = m.Eligibility(revoked_at).holds_at
 
-        def outer(tx: Any) -> Commit[m.StartOutcome] | Abort[m.StartOutcome]:
+        def outer(tx: Any) -> Keep[m.StartOutcome] | Discard[m.StartOutcome]:
             outcome = self.orch.start_saga_joined(tx, request, now_ms, holds_at)
-            return Commit(outcome) if isinstance(outcome, m.Started) else Abort(outcome)
+            return Keep(outcome) if isinstance(outcome, m.Started) else Discard(outcome)
 
         return run_unit(self.orch_backend, "host", outer, self._fates)
 

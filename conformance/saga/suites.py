@@ -124,7 +124,9 @@ def _named_backends() -> Mapping[str, BackendUnderTest]:
     }
 
 
-SAGA_FAMILY = register_family(Family("saga", _named_backends, ("backend",)))
+SAGA_FAMILY = register_family(
+    Family("saga", _named_backends, ("backend",), flag="--saga-backend", what="a SagaBackend")
+)
 
 SAGA_SUITE = register_suite(
     Suite(

@@ -25,6 +25,8 @@ from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga import _world as w
 from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN
 from conformance.saga._ratchet import RatchetRuntime
+from conformance.transport._faults import KAFKA_ONLY
+from impls.saga import read_only
 from impls.saga.memory import open_memory_saga_backend
 from impls.transport import (
     InHand,
@@ -59,56 +61,25 @@ def initial_ring() -> m.KeyRing:
     return m.add_key(ring, m.SigningKey("k1", w.ORCHESTRATOR, b"secret-k1", m.KeyState.SIGNING))
 
 
-class TransportMachineBase(ConformanceMachine):
+class SagaSideBase(ConformanceMachine):
+    """The saga side every transport machine shares: runtime, model, keys, fate and business seams."""
+
     def __init__(self) -> None:
         super().__init__()
         # Ratchet's runtime decides its COMMITs through this machine's fate hook (saga fault kinds).
         self.context.stats.details["runtime:injectable_fates"] = "True"
-        ns = self.context.new_namespace()
-        target = self.context.target
+        self.ns = self.context.new_namespace()
         self.now = 0
         self.fate = m.CommitFate.COMMITTED
         self.decision = m.Decision.SUCCEED
-        self.killing: set[str] = set()  # entry ids whose consumer dies at T-STREAM-01
-        self.runtime = RatchetRuntime(open_memory_saga_backend, ns, self._fate, self.context.stats)
+        self.killing: set[str] = set()  # entries (by the connector's id) whose consumer dies at its point
+        self.runtime = RatchetRuntime(open_memory_saga_backend, self.ns, self._fate, self.context.stats)
         self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT)
         self.parts = {o: m.ParticipantState(w.participant_config(o)) for o in w.OWNERS}
         self.ring = initial_ring()
         self.keys_made = 1
-        try:
-            self.client = target.open_client()
-            self.client.ping()
-        except Exception as exc:
-            raise HarnessEnvironmentError(f"the stream server did not answer: {exc}") from exc
-        self.names = {o: StreamNames.of(f"ratchet:{ns}", f"cmd-{o}") for o in w.OWNERS}
-        self.streams = {
-            o: m.create_group(m.create_group(m.DeliveryStream(), o), GROUP_AUDIT) for o in w.OWNERS
-        }
-        self.publishers = {
-            o: StreamPublisher(self.client, self.names[o], w.ORCHESTRATOR, self._keys) for o in w.OWNERS
-        }
-        self.consumers: dict[tuple[str, str], StreamConsumer] = {}
-        for owner in w.OWNERS:
-            for name in CONSUMERS:
-                handler = _Spy(ParticipantHandler(self.runtime.parts[owner], self._business), self, owner)
-                consumer = target.consumer(
-                    self.client, self.names[owner], owner, name, self._keys, handler, fault_hook=self._hook
-                )
-                consumer.start()
-                self.consumers[(owner, name)] = consumer
-            self.client.xgroup_create(self.names[owner].stream, GROUP_AUDIT, id="0", mkstream=True)
-        self.admins = {o: target.admin(self.client, self.names[o]) for o in w.OWNERS}
-        #: Redis entry id -> model ordinal, per stream, and back.
-        self.ordinal: dict[str, dict[str, int]] = {o: {} for o in w.OWNERS}
-        self.real: dict[str, dict[int, str]] = {o: {} for o in w.OWNERS}
-        #: Entries the harness planted (ordinal -> expected refusal) and what they carried.
-        self.bad: dict[str, dict[int, str]] = {o: {} for o in w.OWNERS}
         self.bad_ids: set[str] = set()  # command ids of forged commands: must never be claimed
         self.reached_handler: list[tuple[str, str]] = []  # (owner, command id) of every handler call
-        self.in_hand: dict[tuple[str, str], list[InHand]] = {k: [] for k in self.consumers}
-        self.commands: dict[str, dict[int, m.CommandEnvelope]] = {o: {} for o in w.OWNERS}
-        self.killed: set[tuple[str, int]] = set()  # (owner, ordinal) whose consumer died holding it
-        self._setup_catalog()
 
     # -- seams ----------------------------------------------------------------------------
 
@@ -121,12 +92,6 @@ class TransportMachineBase(ConformanceMachine):
 
     def _business(self, _command: m.CommandEnvelope) -> m.Decision:
         return self.decision
-
-    def _hook(self, point: str, entry_id: str) -> None:
-        if entry_id in self.killing:
-            self.killing.discard(entry_id)
-            self.note(f"{point}: consumer killed at {entry_id}")
-            raise ConsumerKilled(point)
 
     def _allows(self, kind: FaultKind) -> bool:
         return self.context.faults.allows(kind.name)
@@ -166,6 +131,82 @@ class TransportMachineBase(ConformanceMachine):
                 "the connector's outcome differs from the model's",
                 {"expected": show(expected), "actual": show(actual)},
             )
+
+    def _check_participant(self, owner: str) -> None:
+        """No planted command reached a handler or an inbox (S-STREAM-05); business facts and
+        result outboxes are the model's, each effect once (S-PART-01, S-PART-03)."""
+        reached = sorted(cid for o, cid in self.reached_handler if cid in self.bad_ids)
+        claimed = sorted(cid for cid in self.bad_ids if self._claimed(owner, cid))
+        if reached or claimed:
+            raise Violation(
+                "S-STREAM-05",
+                "an unauthenticated message reached the handler or the inbox",
+                {"reached_handler": show(reached), "claimed": show(claimed)},
+            )
+        facts = self.runtime.observe_participant(owner)
+        if len(set(facts.effects)) != len(facts.effects):
+            raise Violation(
+                "S-PART-03", "an effect took effect twice", {"owner": owner, "effects": list(facts.effects)}
+            )
+        if facts.effects != tuple(self.parts[owner].effects):
+            raise Violation(
+                "S-PART-01",
+                "business facts differ from the model",
+                {"owner": owner, "actual": list(facts.effects)},
+            )
+        if facts.results != tuple(self.parts[owner].outbox):
+            raise Violation("S-PART-01", "the result outbox differs from the model", {"owner": owner})
+
+    def _claimed(self, owner: str, command_id: str) -> bool:
+        part = self.runtime.parts[owner]
+        in_inbox = read_only(part.backend, lambda tx: tx.command_claimed(command_id))
+        return bool(in_inbox) or command_id in part.dead_letters
+
+
+class TransportMachineBase(SagaSideBase):
+    def __init__(self) -> None:
+        super().__init__()
+        self.context.stats.details["transport:connector"] = "streams"
+        self.context.stats.details[KAFKA_ONLY] = "not applicable: Redis Streams has no partitions or offsets"
+        ns, target = self.ns, self.context.target
+        try:
+            self.client = target.open_client()
+            self.client.ping()
+        except Exception as exc:
+            raise HarnessEnvironmentError(f"the stream server did not answer: {exc}") from exc
+        self.names = {o: StreamNames.of(f"ratchet:{ns}", f"cmd-{o}") for o in w.OWNERS}
+        self.streams = {
+            o: m.create_group(m.create_group(m.DeliveryStream(), o), GROUP_AUDIT) for o in w.OWNERS
+        }
+        self.publishers = {
+            o: StreamPublisher(self.client, self.names[o], w.ORCHESTRATOR, self._keys) for o in w.OWNERS
+        }
+        self.consumers: dict[tuple[str, str], StreamConsumer] = {}
+        for owner in w.OWNERS:
+            for name in CONSUMERS:
+                handler = _Spy(ParticipantHandler(self.runtime.parts[owner], self._business), self, owner)
+                consumer = target.consumer(
+                    self.client, self.names[owner], owner, name, self._keys, handler, fault_hook=self._hook
+                )
+                consumer.start()
+                self.consumers[(owner, name)] = consumer
+            self.client.xgroup_create(self.names[owner].stream, GROUP_AUDIT, id="0", mkstream=True)
+        self.admins = {o: target.admin(self.client, self.names[o]) for o in w.OWNERS}
+        #: Redis entry id -> model ordinal, per stream, and back.
+        self.ordinal: dict[str, dict[str, int]] = {o: {} for o in w.OWNERS}
+        self.real: dict[str, dict[int, str]] = {o: {} for o in w.OWNERS}
+        #: Entries the harness planted (ordinal -> expected refusal) and what they carried.
+        self.bad: dict[str, dict[int, str]] = {o: {} for o in w.OWNERS}
+        self.in_hand: dict[tuple[str, str], list[InHand]] = {k: [] for k in self.consumers}
+        self.commands: dict[str, dict[int, m.CommandEnvelope]] = {o: {} for o in w.OWNERS}
+        self.killed: set[tuple[str, int]] = set()  # (owner, ordinal) whose consumer died holding it
+        self._setup_catalog()
+
+    def _hook(self, point: str, entry_id: str) -> None:
+        if entry_id in self.killing:
+            self.killing.discard(entry_id)
+            self.note(f"{point}: consumer killed at {entry_id}")
+            raise ConsumerKilled(point)
 
     def close(self) -> None:
         try:

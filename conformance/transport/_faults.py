@@ -8,19 +8,31 @@ reply of a gRPC call. ``T-STREAM-01`` is the named instant a consumer is killed 
 from conformance._faults import FaultKind, FaultPointSpec, register_fault_kind, register_fault_point
 from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN, RELAY_CRASH
 
+#: Details a transport machine writes ("not applicable: why") for the connectors it does not run,
+#: so the coverage gate demands each kind only where it can happen.
+STREAMS_ONLY, GRPC_ONLY, KAFKA_ONLY = "transport:streams", "transport:grpc", "transport:kafka"
+
 CONSUMER_KILLED = register_fault_kind(
     FaultKind(
         "consumer-killed",
         "a stream consumer died after the unit's COMMIT and before XACK",
-        applies_per="transport:consumer-killed",
+        applies_per=(STREAMS_ONLY, "transport:consumer-killed"),
     )
 )
 CLAIMED_WHILE_WORKING = register_fault_kind(
-    FaultKind("claimed-while-working", "a second consumer claimed an entry the first still holds")
+    FaultKind(
+        "claimed-while-working",
+        "a second consumer claimed an entry the first still holds",
+        applies_per=STREAMS_ONLY,
+    )
 )
 POISON = register_fault_kind(FaultKind("poison", "a signed entry whose body no handler can decode"))
 TRIM_UNDER_LAG = register_fault_kind(
-    FaultKind("trim-under-lag", "a trim while another group lags behind with entries undelivered or pending")
+    FaultKind(
+        "trim-under-lag",
+        "a trim while another group lags behind with entries undelivered or pending",
+        applies_per=STREAMS_ONLY,
+    )
 )
 FORGED_ENVELOPE = register_fault_kind(
     FaultKind("forged-envelope", "an entry signed with the producer's key id and the wrong secret")
@@ -40,39 +52,41 @@ WRONG_CA = register_fault_kind(
     FaultKind(
         "wrong-ca-cert",
         "a gRPC client presents a certificate from another CA",
-        applies_per="transport:wrong-ca-cert",
+        applies_per=(GRPC_ONLY, "transport:wrong-ca-cert"),
     )
 )
 MISSING_CERT = register_fault_kind(
     FaultKind(
         "missing-client-cert",
         "a gRPC client presents no certificate",
-        applies_per="transport:missing-client-cert",
+        applies_per=(GRPC_ONLY, "transport:missing-client-cert"),
     )
 )
 UNAUTHENTICATED_CALL = register_fault_kind(
     FaultKind(
         "unauthenticated-call",
         "a call on a listener port whose TLS does not demand a certificate",
-        applies_per="transport:unauthenticated-call",
+        applies_per=(GRPC_ONLY, "transport:unauthenticated-call"),
     )
 )
 PRINCIPAL_MISMATCH = register_fault_kind(
     FaultKind(
         "principal-mismatch",
         "an authenticated caller claims to be another producer",
-        applies_per="transport:principal-mismatch",
+        applies_per=(GRPC_ONLY, "transport:principal-mismatch"),
     )
 )
 REPLY_LOST = register_fault_kind(
     FaultKind(
         "reply-lost",
         "a gRPC reply lost after the server committed; the client retries",
-        applies_per="transport:reply-lost",
+        applies_per=(GRPC_ONLY, "transport:reply-lost"),
     )
 )
 
-#: A runtime whose connectors cannot suffer a kind says so under ``applies_per`` (``_nasaga.py``).
+#: A runtime whose connectors cannot suffer a kind says so under the kind's own detail,
+#: ``transport:<kind>`` (``_nasaga.py``); a machine that runs no connector of a family says so
+#: under the family's (STREAMS_ONLY, GRPC_ONLY, KAFKA_ONLY).
 
 KILL_POINT = register_fault_point(
     FaultPointSpec("T-STREAM-01", "transport", "the handler answered (committed or absorbed); XACK not sent")
@@ -92,4 +106,54 @@ STREAM_FAULTS = (
     KEY_ROTATED,
 )
 GRPC_FAULTS = (WRONG_CA, MISSING_CERT, UNAUTHENTICATED_CALL, PRINCIPAL_MISMATCH, REPLY_LOST)
-TRANSPORT_FAULTS = STREAM_FAULTS + GRPC_FAULTS
+
+# Kafka (conformance/transport/_kafka_rules.py); the envelope and commit kinds above are shared.
+KAFKA_CONSUMER_KILLED = register_fault_kind(
+    FaultKind(
+        "kafka-consumer-killed",
+        "a Kafka consumer died after the unit's COMMIT and before its offset commit",
+        applies_per=KAFKA_ONLY,
+    )
+)
+REBALANCE_MID_UNIT = register_fault_kind(
+    FaultKind(
+        "rebalance-mid-unit",
+        "a second consumer joined or left the group between a unit's COMMIT and its offset commit",
+        applies_per=KAFKA_ONLY,
+    )
+)
+BROKER_RESTART = register_fault_kind(
+    FaultKind(
+        "broker-restart",
+        "the Kafka broker killed -9 and restarted on its data directory",
+        applies_per=KAFKA_ONLY,
+    )
+)
+SLOW_PARTITION = register_fault_kind(
+    FaultKind(
+        "slow-partition",
+        "a transient failure backs one partition off while the other partition is read",
+        applies_per=KAFKA_ONLY,
+    )
+)
+KAFKA_KILL_POINT = register_fault_point(
+    FaultPointSpec(
+        "T-KAFKA-01", "transport", "the handler answered (committed or absorbed); offset not committed"
+    )
+)
+
+KAFKA_FAULTS = (
+    COMMIT_ROLLED_BACK,
+    COMMIT_UNKNOWN,
+    RELAY_CRASH,
+    POISON,
+    FORGED_ENVELOPE,
+    UNSIGNED_ENVELOPE,
+    OLD_KEY_ENVELOPE,
+    KEY_ROTATED,
+    KAFKA_CONSUMER_KILLED,
+    REBALANCE_MID_UNIT,
+    BROKER_RESTART,
+    SLOW_PARTITION,
+)
+TRANSPORT_FAULTS = STREAM_FAULTS + GRPC_FAULTS + KAFKA_FAULTS[-4:]

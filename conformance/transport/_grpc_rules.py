@@ -125,7 +125,7 @@ class GrpcRules(TransportMachineBase):
             self.lose_reply = True  # the server commits, the client never sees the reply, and retries
             self.model, second = m.handle_result(self.model, m.ResultDelivery(result, owner, self.now))
             retried = m.receipt_for(owner, result.message_id, second)
-            if first.verdict is m.Verdict.ACK and not m.same_acknowledgement(expected, retried):
+            if first.verdict is m.DeliveryVerdict.ACK and not m.same_acknowledgement(expected, retried):
                 raise Violation("S-GRPC-05", "the model's retry lost its acknowledgement", {})
             expected = retried
         answer = self.clients[owner].deliver(RESULT, result.message_id, owner, result_to_blob(result))

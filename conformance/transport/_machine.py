@@ -28,7 +28,6 @@ from conformance.saga._base import unwrapped
 from conformance.transport._base import GROUP_AUDIT, show
 from conformance.transport._grpc_rules import GrpcRules
 from conformance.transport._stream_rules import StreamRules
-from impls.saga import read_only
 from model import saga as m
 
 
@@ -110,34 +109,6 @@ class TransportMachine(StreamRules, GrpcRules):
                     "an entry was acknowledged before its unit committed",
                     {"owner": owner, "entry": entry_id, "command_id": command.command_id},
                 )
-
-    def _check_participant(self, owner: str) -> None:
-        reached = sorted(cid for o, cid in self.reached_handler if cid in self.bad_ids)
-        claimed = sorted(cid for cid in self.bad_ids if self._claimed(owner, cid))
-        if reached or claimed:
-            raise Violation(
-                "S-STREAM-05",
-                "an unauthenticated message reached the handler or the inbox",
-                {"reached_handler": show(reached), "claimed": show(claimed)},
-            )
-        facts = self.runtime.observe_participant(owner)
-        if len(set(facts.effects)) != len(facts.effects):
-            raise Violation(
-                "S-PART-03", "an effect took effect twice", {"owner": owner, "effects": list(facts.effects)}
-            )
-        if facts.effects != tuple(self.parts[owner].effects):
-            raise Violation(
-                "S-PART-01",
-                "business facts differ from the model",
-                {"owner": owner, "actual": list(facts.effects)},
-            )
-        if facts.results != tuple(self.parts[owner].outbox):
-            raise Violation("S-PART-01", "the result outbox differs from the model", {"owner": owner})
-
-    def _claimed(self, owner: str, command_id: str) -> bool:
-        part = self.runtime.parts[owner]
-        in_inbox = read_only(part.backend, lambda tx: tx.command_claimed(command_id))
-        return bool(in_inbox) or command_id in part.dead_letters
 
     @staticmethod
     def _raw(value: Any) -> Any:

@@ -71,6 +71,7 @@ class NasagaStreamMachine(ConformanceMachine):
         details["transport:runtime"] = "nasaga"
         for kind, why in NASAGA_LACKS.items():
             details[f"transport:{kind}"] = f"not applicable: {why}"
+        details[f.KAFKA_ONLY] = "not applicable: Redis Streams has no partitions or offsets"
         self.now = 0
         ns = self.context.new_namespace()
         target: Any = self.context.target  # _nasaga_target.NasagaTransportTarget
@@ -270,7 +271,7 @@ class NasagaStreamMachine(ConformanceMachine):
         runs = 0
         for d in delivered.deliveries:
             if d.entry_id in self.bad:
-                verdict, reason = m.Verdict.DEAD_LETTER, self.bad[d.entry_id]
+                verdict, reason = m.DeliveryVerdict.DEAD_LETTER, self.bad[d.entry_id]
             else:
                 command, before = self.commands[d.entry_id], self.part
                 delivery = m.CommandDelivery(command, w.ORCHESTRATOR, decision)
@@ -279,18 +280,18 @@ class NasagaStreamMachine(ConformanceMachine):
                 verdict, reason = outcome.verdict, ""
                 if isinstance(outcome, m.DuplicateCommand) and d.deliveries == 1:
                     self.context.reach("duplicate-entry-absorbed")
-                if verdict is m.Verdict.REDELIVER:
+                if verdict is m.DeliveryVerdict.REDELIVER:
                     self.retained.add(d.entry_id)
                 elif d.entry_id in self.retained:
                     self.context.reach("retained-entry-redelivered")  # left pending, then settled
             self.log, _ = m.settle_entry(self.log, m.SettleEntry(GROUP, d.entry_id, verdict, reason))
             key = {
-                m.Verdict.ACK: "acked",
-                m.Verdict.DEAD_LETTER: "dead_lettered",
-                m.Verdict.REDELIVER: "retained",
+                m.DeliveryVerdict.ACK: "acked",
+                m.DeliveryVerdict.DEAD_LETTER: "dead_lettered",
+                m.DeliveryVerdict.REDELIVER: "retained",
             }
             expect[key[verdict]] += 1
-            if verdict is m.Verdict.DEAD_LETTER:
+            if verdict is m.DeliveryVerdict.DEAD_LETTER:
                 self.context.reach(f"dead-letter:{reason}")
         return runs
 
@@ -312,7 +313,7 @@ class NasagaStreamMachine(ConformanceMachine):
         for entry_id in got:
             self.client.xack(self.stream, AUDIT, entry_id)
             self.log, _ = m.settle_entry(
-                self.log, m.SettleEntry(AUDIT, self.ordinal[entry_id], m.Verdict.ACK)
+                self.log, m.SettleEntry(AUDIT, self.ordinal[entry_id], m.DeliveryVerdict.ACK)
             )
 
     @rule(catch_up=st.integers(0, 3))

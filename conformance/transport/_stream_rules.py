@@ -220,7 +220,7 @@ class StreamRules(TransportMachineBase):
         if ordinal in self.bad[owner]:
             reason = self.bad[owner][ordinal]
             self._settle(
-                owner, ordinal, m.Verdict.DEAD_LETTER, reason, connector.process(entry), "S-STREAM-05"
+                owner, ordinal, m.DeliveryVerdict.DEAD_LETTER, reason, connector.process(entry), "S-STREAM-05"
             )
             return
         command = self.commands[owner][ordinal]
@@ -244,21 +244,27 @@ class StreamRules(TransportMachineBase):
         self.expect(_outcome_rule(expected), expected, settled.outcome)
         if isinstance(expected, m.DuplicateCommand) and (owner, ordinal) in self.killed:
             self.context.reach("redelivery-after-kill-absorbed")
-        reason = type(expected).__name__ if expected.verdict is m.Verdict.DEAD_LETTER else ""
+        reason = type(expected).__name__ if expected.verdict is m.DeliveryVerdict.DEAD_LETTER else ""
         self._settle(owner, ordinal, expected.verdict, reason, settled, "S-STREAM-04")
-        if expected.verdict is m.Verdict.REDELIVER:
+        if expected.verdict is m.DeliveryVerdict.REDELIVER:
             self.in_hand[(owner, consumer)].append(entry)  # still pending here: this consumer tries again
 
     def _settle(
-        self, owner: str, ordinal: int, verdict: m.Verdict, reason: str, settled: Settled, rule_id: str
+        self,
+        owner: str,
+        ordinal: int,
+        verdict: m.DeliveryVerdict,
+        reason: str,
+        settled: Settled,
+        rule_id: str,
     ) -> None:
         request = m.SettleEntry(owner, ordinal, verdict, reason)
         self.streams[owner], outcome = m.settle_entry(self.streams[owner], request)
         acknowledged = isinstance(outcome, m.Acknowledged | m.DeadLetterRecorded)
-        expected = (verdict, reason if verdict is m.Verdict.DEAD_LETTER else "", acknowledged)
+        expected = (verdict, reason if verdict is m.DeliveryVerdict.DEAD_LETTER else "", acknowledged)
         actual = (
             settled.verdict,
-            settled.reason if settled.verdict is m.Verdict.DEAD_LETTER else "",
+            settled.reason if settled.verdict is m.DeliveryVerdict.DEAD_LETTER else "",
             settled.acknowledged,
         )
         if expected != actual:
@@ -290,7 +296,7 @@ class StreamRules(TransportMachineBase):
             )
         for entry_id in got:
             self.client.xack(stream, GROUP_AUDIT, entry_id)
-            request = m.SettleEntry(GROUP_AUDIT, self.ordinal[owner][entry_id], m.Verdict.ACK)
+            request = m.SettleEntry(GROUP_AUDIT, self.ordinal[owner][entry_id], m.DeliveryVerdict.ACK)
             self.streams[owner], _ = m.settle_entry(self.streams[owner], request)
 
     @rule(owner=owners, catch_up=st.integers(0, 3))

@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from conformance._suites import BackendUnderTest
+from conformance.transport._kafka_target import KafkaTarget
 
 DEFAULT_ROLES = {
     "consumer": "impls.transport:StreamConsumer",
@@ -30,11 +31,15 @@ class TransportTarget:
     listener: Callable[..., Any]
 
     @classmethod
-    def of(cls, backend: BackendUnderTest) -> TransportTarget:
-        """Raises ``ValueError`` for a factory path that does not import (a usage error)."""
-        if "target" in backend.factories:  # another runtime's connectors (``_nasaga.py``)
+    def of(cls, backend: BackendUnderTest) -> TransportTarget | KafkaTarget:
+        """Raises ``ValueError`` for a factory path that does not import (a usage error). A backend
+        naming a ``kafka`` bootstrap gets the Kafka machine (conformance/transport/_kafka_target.py);
+        one naming a ``target`` brings another runtime's connectors (``_nasaga_target.py``)."""
+        if "target" in backend.factories:
             target: TransportTarget = backend.factory("target")(backend)
             return target
+        if "kafka" in backend.factories:
+            return KafkaTarget.of(backend)
         roles = {**DEFAULT_ROLES, **backend.factories}
         full = BackendUnderTest(backend.name, backend.family, roles, backend.service)
         return cls(

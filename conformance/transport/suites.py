@@ -1,9 +1,15 @@
-"""Registers the transport family (backends ``fakeredis``, ``redis``) and its ``transport`` suite.
+"""Registers the transport family (backends ``fakeredis``, ``redis``, ``kafka``) and its ``transport`` suite.
 
-Coverage: every rule ran and every transport fault kind was injected; an entry redelivered after
-its consumer died was absorbed by the inbox; a busy claim took nothing; a trim removed entries
-while another group lagged; the runtime's own dead letter, a refused signature and an undecodable
-body each went to the dead letters (with their acknowledgement).
+Coverage on Redis Streams: every rule ran and every transport fault kind was injected; an entry
+redelivered after its consumer died was absorbed by the inbox; a busy claim took nothing; a trim
+removed entries while another group lagged; the runtime's own dead letter, a refused signature and
+an undecodable body each went to the dead letters (with their acknowledgement).
+
+Coverage on Kafka: every Kafka rule ran and every fault kind that applies was injected; a record
+redelivered after its consumer died was absorbed; a rebalance moved a partition away from a unit
+in flight; a healthy partition was read while the other backed off; a refused signature and an
+undecodable body were dead-lettered; with a broker control, the offsets and dead letters survived
+a broker restart.
 """
 
 from __future__ import annotations
@@ -12,21 +18,9 @@ from collections.abc import Mapping
 
 from conformance._machine import ConformanceMachine, SuiteStats, step_names
 from conformance._suites import BackendUnderTest, Family, Suite, register_family, register_suite
+from conformance.backends import TRANSPORT_BACKENDS
 from conformance.transport._faults import TRANSPORT_FAULTS
 from conformance.transport._target import TransportTarget
-
-TRANSPORT_BACKENDS = {
-    "fakeredis": (
-        "impls.transport:open_fakeredis_client",
-        None,
-        "the Redis Streams connector on fakeredis (embedded, Lua via lupa); gRPC over loopback mTLS",
-    ),
-    "redis": (
-        "impls.transport:open_redis_client",
-        "redis",
-        "the Redis Streams connector on the real Redis 7 server; gRPC over loopback mTLS",
-    ),
-}
 
 
 def _machine() -> type[ConformanceMachine]:
@@ -35,14 +29,21 @@ def _machine() -> type[ConformanceMachine]:
     return TransportMachine
 
 
+def _kafka_machine() -> type[ConformanceMachine]:
+    from conformance.transport._kafka_rules import KafkaMachine
+
+    return KafkaMachine
+
+
 def transport_targets(stats: SuiteStats) -> Mapping[str, str]:
     if stats.details.get("transport:runtime") == "nasaga":
         from conformance.transport._nasaga_target import nasaga_targets
 
         return nasaga_targets()
+    # fault:<kind> targets come from the runner (each kind where it applies: _faults.KAFKA_ONLY ...).
+    if stats.details.get("transport:connector") == "kafka":
+        return kafka_targets(stats)
     targets = {f"step:{name}": "this rule never ran" for name in step_names(_machine())}
-    for kind in TRANSPORT_FAULTS:
-        targets[f"fault:{kind.name}"] = f"no {kind.name} fault was injected"
     targets["redelivery-after-kill-absorbed"] = "no entry of a killed consumer was redelivered and absorbed"
     targets["busy-claim-took-nothing"] = "no claim met a consumer still working"
     targets["trimmed-under-lag"] = "no trim removed entries while another group lagged"
@@ -52,36 +53,39 @@ def transport_targets(stats: SuiteStats) -> Mapping[str, str]:
     return targets
 
 
-#: Other runtimes' connectors through their hosts: name -> (target factory, service, description).
-NASAGA_TRANSPORT_BACKENDS = {
-    "nasaga-redis-stream": (
-        "conformance.transport._nasaga_target:nasaga_target",
-        "redis",  # and PostgreSQL under the host: its outage is an environment error there too
-        "nasaga's Redis Streams connector (feature redis-stream) in its host, on the real Redis 7",
-    ),
-}
+def kafka_targets(stats: SuiteStats) -> Mapping[str, str]:
+    targets = {f"step:{name}": "this rule never ran" for name in step_names(_kafka_machine())}
+    if "kafka:broker_restarts" not in stats.details:
+        targets.pop("step:restart_broker", None)  # no broker control: the rule had nothing to do
+    else:
+        targets["offsets-survived-broker-restart"] = "no broker restart was survived"
+    targets["redelivery-after-kill-absorbed"] = "no record of a killed consumer was redelivered and absorbed"
+    targets["rebalance-mid-unit-redelivered"] = "no rebalance moved a partition away from a unit in flight"
+    targets["healthy-partition-moved-during-backoff"] = "no partition was read while the other backed off"
+    targets["rebalanced"] = "the group never scaled between units"
+    targets["dead-letter:bad_signature"] = "no forged record was dead-lettered"
+    targets["dead-letter:undecodable"] = "no poison record was dead-lettered"
+    return targets
 
 
 def _named_backends() -> Mapping[str, BackendUnderTest]:
-    named = {
-        name: BackendUnderTest(name, "transport", {"streams": factory}, service)
-        for name, (factory, service, _) in TRANSPORT_BACKENDS.items()
+    return {
+        name: BackendUnderTest(name, "transport", dict(spec.factories), spec.service, examples=spec.examples)
+        for name, spec in TRANSPORT_BACKENDS.items()
     }
-    for name, (target, service, _) in NASAGA_TRANSPORT_BACKENDS.items():
-        roles = {"streams": "impls.transport:open_redis_client", "target": target}
-        # Every step is a host round trip and every example a namespace of its own: a CI gate's
-        # worth is a dozen examples (about a minute), a soak's a hundred.
-        named[name] = BackendUnderTest(name, "transport", roles, service, examples={"ci": 12, "deep": 100})
-    return named
 
 
-TRANSPORT_FAMILY = register_family(Family("transport", _named_backends, ("streams",)))
+TRANSPORT_FAMILY = register_family(
+    Family("transport", _named_backends, ("streams",), flag="--streams", what="a streams client")
+)
 
 TRANSPORT_SUITE = register_suite(
     Suite(
         name="transport",
         family="transport",
-        description="Redis Streams and gRPC/mTLS connectors over Ratchet's saga runtime beside the model",
+        description=(
+            "Redis Streams, gRPC/mTLS and Kafka connectors over Ratchet's saga runtime, beside the model"
+        ),
         fault_kinds=TRANSPORT_FAULTS,
         machine=_machine,
         make_target=TransportTarget.of,

@@ -44,9 +44,9 @@ from ._participant import Participant as Participant
 from ._routes import capability_key_of as capability_key_of
 from ._routes import route_from_row as route_from_row
 from ._routes import route_to_row as route_to_row
-from ._unit import Abort as Abort
-from ._unit import Commit as Commit
+from ._unit import Discard as Discard
 from ._unit import FateHook as FateHook
+from ._unit import Keep as Keep
 from ._unit import always_commit as always_commit
 from ._unit import read_only as read_only
 from ._unit import run_unit as run_unit

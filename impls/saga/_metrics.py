@@ -41,12 +41,12 @@ from model.saga import (
     STAGE_METRIC,
     TRANSPORT_METRIC,
     Cause,
+    DeliveryVerdict,
     Operation,
     SagaStatus,
     Stage,
     StoreFacts,
     Unit,
-    Verdict,
     outcome_label,
 )
 
@@ -131,7 +131,7 @@ class RuntimeMetrics:
             return
         self._child(self._processing, kind.value, label).inc()
         if kind in (Unit.COMMAND, Unit.RESULT):
-            verdict: Verdict = getattr(outcome, "verdict", Verdict.REDELIVER)
+            verdict: DeliveryVerdict = getattr(outcome, "verdict", DeliveryVerdict.REDELIVER)
             self._child(self._transport, kind.value, verdict.value).inc()
 
     def _child(self, metric: Any, *labels: str) -> Any:

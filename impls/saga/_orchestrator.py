@@ -146,7 +146,7 @@ from ._routes import (
     snapshot_of,
     step_routes,
 )
-from ._unit import Abort, Commit, Conflict, FateHook, always_commit, read_only, run_unit
+from ._unit import Conflict, Discard, FateHook, Keep, always_commit, read_only, run_unit
 
 #: The host's eligibility check, asked at each checkpoint of a start (S-START-04, S-START-06).
 EligibilityCheck = Callable[[int], bool]
@@ -194,16 +194,16 @@ class Orchestrator:
         if digest != computed:
             return DigestMismatch(key, digest, computed)
 
-        def body(tx: SagaTransaction) -> Commit[PublishOutcome] | Abort[PublishOutcome]:
+        def body(tx: SagaTransaction) -> Keep[PublishOutcome] | Discard[PublishOutcome]:
             existing = tx.load_definition(key, lock=True)
             if existing is not None:
                 if existing.digest == computed:
-                    return Abort(AlreadyPublished(key, computed, existing.lifecycle))
-                return Abort(DefinitionConflict(key, existing.digest, computed))
+                    return Discard(AlreadyPublished(key, computed, existing.lifecycle))
+                return Discard(DefinitionConflict(key, existing.digest, computed))
             row = DefinitionRow(key, computed, canonical_document(artifact), Lifecycle.CANDIDATE)
             _need(tx.insert_definition(row))
             tx.bump_registry_revision()
-            return Commit(Published(key, computed))
+            return Keep(Published(key, computed))
 
         return run_unit(self.backend, "catalog", body)
 
@@ -217,27 +217,27 @@ class Orchestrator:
         """
         key = request.key
 
-        def body(tx: SagaTransaction) -> Commit[LifecycleOutcome] | Abort[LifecycleOutcome]:
+        def body(tx: SagaTransaction) -> Keep[LifecycleOutcome] | Discard[LifecycleOutcome]:
             row = tx.load_definition(key, lock=True)
             if row is None:
-                return Abort(UnknownDefinition(key))
+                return Discard(UnknownDefinition(key))
             if ACTION_TARGET[request.action] is row.lifecycle:
-                return Abort(LifecycleUnchanged(key, row.lifecycle))
+                return Discard(LifecycleUnchanged(key, row.lifecycle))
             target = next_lifecycle(row.lifecycle, request.action)
             if target is None:
-                return Abort(IllegalLifecycleTransition(key, row.lifecycle, request.action))
+                return Discard(IllegalLifecycleTransition(key, row.lifecycle, request.action))
             if request.action is LifecycleAction.RETIRE:
                 references = tx.definition_references(key, now_ms)
                 if references:
-                    return Abort(RetirementBlocked(key, references))
+                    return Discard(RetirementBlocked(key, references))
             if request.action is LifecycleAction.ACTIVATE:
                 # Candidate activation applies the registration's transport contract (S-ROUTE-04).
                 invalid = invalid_route_keys(tx.list_capabilities(), key)
                 if invalid:
-                    return Abort(ActivationBlocked(key, invalid))
+                    return Discard(ActivationBlocked(key, invalid))
             _need(tx.update_lifecycle(key, row.lifecycle, target))
             tx.bump_registry_revision()
-            return Commit(LifecycleChanged(key, row.lifecycle, target))
+            return Keep(LifecycleChanged(key, row.lifecycle, target))
 
         return run_unit(self.backend, "catalog", body)
 
@@ -262,11 +262,11 @@ class Orchestrator:
 
         def body(
             tx: SagaTransaction,
-        ) -> Commit[ReferenceRecorded | UnknownDefinition] | Abort[ReferenceRecorded | UnknownDefinition]:
+        ) -> Keep[ReferenceRecorded | UnknownDefinition] | Discard[ReferenceRecorded | UnknownDefinition]:
             if tx.load_definition(reference.key, lock=True) is None:
-                return Abort(UnknownDefinition(reference.key))
+                return Discard(UnknownDefinition(reference.key))
             tx.insert_reference(reference)
-            return Commit(ReferenceRecorded(reference))
+            return Keep(ReferenceRecorded(reference))
 
         return run_unit(self.backend, "catalog", body)
 
@@ -277,10 +277,10 @@ class Orchestrator:
 
         def body(
             tx: SagaTransaction,
-        ) -> Commit[ReferenceReleased | UnknownReference] | Abort[ReferenceReleased | UnknownReference]:
+        ) -> Keep[ReferenceReleased | UnknownReference] | Discard[ReferenceReleased | UnknownReference]:
             if not tx.delete_reference(reference):
-                return Abort(UnknownReference(reference))
-            return Commit(ReferenceReleased(reference))
+                return Discard(UnknownReference(reference))
+            return Keep(ReferenceReleased(reference))
 
         return run_unit(self.backend, "catalog", body)
 
@@ -300,20 +300,20 @@ class Orchestrator:
         descriptor = request.descriptor
         key = descriptor.key
 
-        def body(tx: SagaTransaction) -> Commit[RegisterOutcome] | Abort[RegisterOutcome]:
+        def body(tx: SagaTransaction) -> Keep[RegisterOutcome] | Discard[RegisterOutcome]:
             row = tx.load_definition(key.definition, lock=True)
             if row is None:
-                return Abort(UnknownDefinition(key.definition))
+                return Discard(UnknownDefinition(key.definition))
             if not admits_capability(row.lifecycle):
-                return Abort(DefinitionNotLoadable(key.definition, row.lifecycle))
+                return Discard(DefinitionNotLoadable(key.definition, row.lifecycle))
             steps = entry_of(row).artifact.steps
             if not 0 <= key.step_index < len(steps):
-                return Abort(UnknownStep(key.definition, key.step_index))
+                return Discard(UnknownStep(key.definition, key.step_index))
             if request.principal != key.owner or key.owner != steps[key.step_index].owner:
-                return Abort(CapabilityRefused(key, RefusalReason.OWNER_MISMATCH))
+                return Discard(CapabilityRefused(key, RefusalReason.OWNER_MISMATCH))
             violation = descriptor_violation(descriptor)
             if violation is not None:
-                return Abort(RouteInvalid(violation))
+                return Discard(RouteInvalid(violation))
             existing = _load_capability(tx, key)
             same = existing is not None and existing.descriptor == descriptor
             generation = next_generation(None if existing is None else existing.generation, same)
@@ -322,7 +322,7 @@ class Orchestrator:
                 expires = max(expires, existing.lease_expires_ms)
             tx.upsert_capability(route_to_row(CapabilityRoute(descriptor, generation, expires)))
             tx.bump_registry_revision()
-            return Commit(CapabilityRegistered(key, generation, expires, fresh=not same))
+            return Keep(CapabilityRegistered(key, generation, expires, fresh=not same))
 
         return run_unit(self.backend, "route-register", body, self.fates)
 
@@ -335,25 +335,25 @@ class Orchestrator:
         """
         key = request.key
 
-        def body(tx: SagaTransaction) -> Commit[RenewOutcome] | Abort[RenewOutcome]:
+        def body(tx: SagaTransaction) -> Keep[RenewOutcome] | Discard[RenewOutcome]:
             row = tx.load_definition(key.definition, lock=True)
             route = _load_capability(tx, key)
             if route is None:
-                return Abort(UnknownCapability(key))
+                return Discard(UnknownCapability(key))
             if row is None:
-                return Abort(UnknownDefinition(key.definition))
+                return Discard(UnknownDefinition(key.definition))
             if not admits_capability(row.lifecycle):
-                return Abort(DefinitionNotLoadable(key.definition, row.lifecycle))
+                return Discard(DefinitionNotLoadable(key.definition, row.lifecycle))
             if request.principal != key.owner:
-                return Abort(CapabilityRefused(key, RefusalReason.OWNER_MISMATCH))
+                return Discard(CapabilityRefused(key, RefusalReason.OWNER_MISMATCH))
             if request.generation != route.generation:
-                return Abort(StaleGeneration(key, request.generation, route.generation))
+                return Discard(StaleGeneration(key, request.generation, route.generation))
             if not route.live_at(request.now_ms):
-                return Abort(LeaseExpired(key, route.lease_expires_ms))
+                return Discard(LeaseExpired(key, route.lease_expires_ms))
             expires = max(route.lease_expires_ms, request.now_ms + request.lease_ms)
             tx.upsert_capability(route_to_row(attrs.evolve(route, lease_expires_ms=expires)))
             tx.bump_registry_revision()
-            return Commit(CapabilityRenewed(key, route.generation, expires))
+            return Keep(CapabilityRenewed(key, route.generation, expires))
 
         return run_unit(self.backend, "route-renew", body, self.fates)
 
@@ -428,37 +428,37 @@ class Orchestrator:
 
     def _start_body(
         self, request: StartSaga, now_ms: int, eligible: EligibilityCheck, own_commit: bool
-    ) -> Callable[[SagaTransaction], Commit[StartOutcome] | Abort[StartOutcome]]:
+    ) -> Callable[[SagaTransaction], Keep[StartOutcome] | Discard[StartOutcome]]:
         key = request.definition
 
-        def body(tx: SagaTransaction) -> Commit[StartOutcome] | Abort[StartOutcome]:
+        def body(tx: SagaTransaction) -> Keep[StartOutcome] | Discard[StartOutcome]:
             row = tx.load_definition(key)
             if row is None:
-                return Abort(UnknownDefinition(key))
+                return Discard(UnknownDefinition(key))
             if row.lifecycle is Lifecycle.RETIRED:
-                return Abort(DefinitionNotLoadable(key, row.lifecycle))
+                return Discard(DefinitionNotLoadable(key, row.lifecycle))
             if row.lifecycle is Lifecycle.CANDIDATE:
                 # Not loaded (S-CAT-08): refused before the start's own checkpoints (S-START-04).
-                return Abort(DefinitionNotStartable(key, row.lifecycle))
+                return Discard(DefinitionNotStartable(key, row.lifecycle))
             entry = entry_of(row)
             payload = admit_payload(request.json_payload, request.raw_payload, entry.artifact.first_input)
             if isinstance(payload, PayloadRejected):
-                return Abort(payload)
+                return Discard(payload)
             # The pre-commit gate is ours only when the COMMIT is (S-START-04, S-START-06).
             if own_commit and not eligible(1):
-                return Abort(EligibilityRevoked(1))
+                return Discard(EligibilityRevoked(1))
             digest = start_digest_for(key, entry.digest, request.business_key, payload)
             saga_id = saga_id_for(key.tenant, key.workflow, request.business_key)
             receipt = tx.load_receipt(saga_id)
             if receipt is not None:
                 if receipt.start_digest == digest:
-                    return Abort(AlreadyExists(saga_id, digest))
-                return Abort(StartConflict(saga_id, receipt.start_digest, digest))
+                    return Discard(AlreadyExists(saga_id, digest))
+                return Discard(StartConflict(saga_id, receipt.start_digest, digest))
             if not admits_new_start(row.lifecycle):
-                return Abort(DefinitionNotStartable(key, row.lifecycle))
+                return Discard(DefinitionNotStartable(key, row.lifecycle))
             used = tx.quota_used(key.tenant)
             if self.quota_limit is not None and used >= self.quota_limit:
-                return Abort(QuotaExhausted(key.tenant, self.quota_limit))
+                return Discard(QuotaExhausted(key.tenant, self.quota_limit))
             instance, entry_row, command = begin(
                 saga_id, entry.artifact, entry.digest, digest, request.business_key, payload
             )
@@ -467,7 +467,7 @@ class Orchestrator:
             _need(tx.append_journal(journal_to_row(entry_row)))
             tx.add_quota(key.tenant, 1)
             _stage(tx, command, now_ms + entry.artifact.steps[0].timeout_ms)
-            return Commit(Started(saga_id, digest, command.command_id))
+            return Keep(Started(saga_id, digest, command.command_id))
 
         return body
 
@@ -477,20 +477,20 @@ class Orchestrator:
     def handle_result(self, envelope: ResultEnvelope, producer: str, now_ms: int) -> ResultOutcome:
         """The orchestrator transaction for one result (S-ORCH-01..04, S-STEP-*, S-TX-01)."""
 
-        def body(tx: SagaTransaction) -> Commit[ResultOutcome] | Abort[ResultOutcome]:
+        def body(tx: SagaTransaction) -> Keep[ResultOutcome] | Discard[ResultOutcome]:
             loaded = self._verify(tx, envelope, producer)
             if isinstance(loaded, RefusalReason):
-                return Abort(MessageRefused(envelope.message_id, loaded))
+                return Discard(MessageRefused(envelope.message_id, loaded))
             instance, entry = loaded
             if not tx.claim_result(envelope.message_id):
-                return Abort(DuplicateResult(envelope.message_id))
+                return Discard(DuplicateResult(envelope.message_id))
             event = StepAnswered(envelope.phase, envelope.step_index, envelope.effect_id, envelope.kind)
             reaction = react(instance, entry.artifact, event)
             if not isinstance(reaction, Reaction) or not is_loadable(entry.lifecycle):
-                return Commit(StaleResult(envelope.message_id, instance.saga_id))
+                return Keep(StaleResult(envelope.message_id, instance.saga_id))
             _apply(tx, instance, reaction, entry.artifact, now_ms)
             dispatched = None if reaction.dispatch is None else reaction.dispatch.command_id
-            return Commit(ResultApplied(instance.saga_id, reaction.entry, dispatched))
+            return Keep(ResultApplied(instance.saga_id, reaction.entry, dispatched))
 
         return run_unit(
             self.backend, "result", body, self.fates, self.metrics.timing(Stage.TRANSITION_TRANSACTION)
@@ -535,18 +535,18 @@ class Orchestrator:
     ) -> ClaimOutcome | RolledBack | OutcomeUnknown:
         """Lease a due timer whose previous lease expired; a fresh fencing token (S-TIMER-03, -04)."""
 
-        def body(tx: SagaTransaction) -> Commit[ClaimOutcome] | Abort[ClaimOutcome]:
+        def body(tx: SagaTransaction) -> Keep[ClaimOutcome] | Discard[ClaimOutcome]:
             row = tx.load_timer(timer_id, lock=True)
             if row is None:
-                return Abort(NoSuchTimer(timer_id))
+                return Discard(NoSuchTimer(timer_id))
             if now_ms < row.due_ms:
-                return Abort(TimerNotDue(timer_id, row.due_ms))
+                return Discard(TimerNotDue(timer_id, row.due_ms))
             if row.lease is not None and now_ms < row.lease.expires_ms:
-                return Abort(TimerLeased(timer_id, row.lease.expires_ms))
+                return Discard(TimerLeased(timer_id, row.lease.expires_ms))
             token = tx.allocate_fencing_token()
             previous = None if row.lease is None else row.lease.token
             _need(tx.lease_timer(timer_id, previous, LeaseRow(worker, token, now_ms + lease_ms)))
-            return Commit(TimerClaimed(timer_id, token, now_ms + lease_ms))
+            return Keep(TimerClaimed(timer_id, token, now_ms + lease_ms))
 
         return run_unit(self.backend, "timer-claim", body)
 
@@ -559,17 +559,17 @@ class Orchestrator:
         def body(
             tx: SagaTransaction,
         ) -> (
-            Commit[TimerRenewed | NoSuchTimer | StaleFencingToken]
-            | Abort[TimerRenewed | NoSuchTimer | StaleFencingToken]
+            Keep[TimerRenewed | NoSuchTimer | StaleFencingToken]
+            | Discard[TimerRenewed | NoSuchTimer | StaleFencingToken]
         ):
             row = tx.load_timer(timer_id, lock=True)
             if row is None:
-                return Abort(NoSuchTimer(timer_id))
+                return Discard(NoSuchTimer(timer_id))
             held = 0 if row.lease is None else row.lease.expires_ms
             expires = max(held, now_ms + lease_ms)
             if not tx.renew_timer(timer_id, token, expires):
-                return Abort(_stale(row, token))
-            return Commit(TimerRenewed(timer_id, token, expires))
+                return Discard(_stale(row, token))
+            return Keep(TimerRenewed(timer_id, token, expires))
 
         return run_unit(self.backend, "timer-renew", body)
 
@@ -582,15 +582,15 @@ class Orchestrator:
         def body(
             tx: SagaTransaction,
         ) -> (
-            Commit[TimerReleased | NoSuchTimer | StaleFencingToken]
-            | Abort[TimerReleased | NoSuchTimer | StaleFencingToken]
+            Keep[TimerReleased | NoSuchTimer | StaleFencingToken]
+            | Discard[TimerReleased | NoSuchTimer | StaleFencingToken]
         ):
             row = tx.load_timer(timer_id, lock=True)
             if row is None:
-                return Abort(NoSuchTimer(timer_id))
+                return Discard(NoSuchTimer(timer_id))
             if not tx.release_timer(timer_id, token):
-                return Abort(_stale(row, token))
-            return Commit(TimerReleased(timer_id))
+                return Discard(_stale(row, token))
+            return Keep(TimerReleased(timer_id))
 
         return run_unit(self.backend, "timer-release", body)
 
@@ -598,26 +598,26 @@ class Orchestrator:
     def fire_timer(self, timer_id: str, token: int, now_ms: int) -> FireOutcome:
         """Complete a claimed timer and make the timeout transition (S-TIMER-01, -02, -05)."""
 
-        def body(tx: SagaTransaction) -> Commit[FireOutcome] | Abort[FireOutcome]:
+        def body(tx: SagaTransaction) -> Keep[FireOutcome] | Discard[FireOutcome]:
             row = tx.load_timer(timer_id, lock=True)
             if row is None:
-                return Abort(NoSuchTimer(timer_id))
+                return Discard(NoSuchTimer(timer_id))
             if not tx.complete_timer(timer_id, token):
-                return Abort(_stale(row, token))
+                return Discard(_stale(row, token))
             # Lateness once the fence held: a dispossessed worker observes nothing (S-OBS-03).
             self.metrics.observe(Stage.TIMER_LATENESS, max(0, now_ms - row.due_ms) / 1000)
             instance_row = tx.load_instance(row.saga_id, lock=True)
             definition = None if instance_row is None else tx.load_definition(instance_row.definition)
             if instance_row is None or definition is None or not is_loadable(definition.lifecycle):
-                return Commit(TimerObsolete(timer_id))
+                return Keep(TimerObsolete(timer_id))
             instance = instance_from_row(instance_row)
             entry = entry_of(definition)
             reaction = react(instance, entry.artifact, AttemptTimedOut(row.command_id))
             if not isinstance(reaction, Reaction):
-                return Commit(TimerObsolete(timer_id))
+                return Keep(TimerObsolete(timer_id))
             _apply(tx, instance, reaction, entry.artifact, now_ms)
             dispatched = None if reaction.dispatch is None else reaction.dispatch.command_id
-            return Commit(TimerFired(instance.saga_id, reaction.entry, dispatched))
+            return Keep(TimerFired(instance.saga_id, reaction.entry, dispatched))
 
         timed = self.metrics.timing(Stage.TRANSITION_TRANSACTION)
         return run_unit(self.backend, "timer-fire", body, self.fates, timed)
@@ -636,14 +636,14 @@ class Orchestrator:
 
         def body(
             tx: SagaTransaction,
-        ) -> Commit[CommandPublished | UnknownCommand] | Abort[CommandPublished | UnknownCommand]:
+        ) -> Keep[CommandPublished | UnknownCommand] | Discard[CommandPublished | UnknownCommand]:
             row = tx.load_command(command_id)
             if row is None:
-                return Abort(UnknownCommand(command_id))
+                return Discard(UnknownCommand(command_id))
             if row.published:
-                return Abort(CommandPublished(command_id, already=True))
+                return Discard(CommandPublished(command_id, already=True))
             _need(tx.mark_command_published(command_id))
-            return Commit(CommandPublished(command_id, already=False))
+            return Keep(CommandPublished(command_id, already=False))
 
         return run_unit(self.backend, "relay", body)
 
@@ -656,18 +656,18 @@ class Orchestrator:
         def body(
             tx: SagaTransaction,
         ) -> (
-            Commit[InstanceReleased | UnknownSaga | InstanceNotReleasable]
-            | Abort[InstanceReleased | UnknownSaga | InstanceNotReleasable]
+            Keep[InstanceReleased | UnknownSaga | InstanceNotReleasable]
+            | Discard[InstanceReleased | UnknownSaga | InstanceNotReleasable]
         ):
             row = tx.load_instance(saga_id, lock=True)
             if row is None:
-                return Abort(UnknownSaga(saga_id))
+                return Discard(UnknownSaga(saga_id))
             pending = sum(1 for c in tx.list_commands(unpublished_only=True) if c.saga_id == saga_id)
             instance = instance_from_row(row)
             if instance.status not in TERMINAL_STATUSES or pending:
-                return Abort(InstanceNotReleasable(saga_id, instance.status, pending))
+                return Discard(InstanceNotReleasable(saga_id, instance.status, pending))
             _need(tx.delete_instance(saga_id))
-            return Commit(InstanceReleased(saga_id))
+            return Keep(InstanceReleased(saga_id))
 
         return run_unit(self.backend, "release", body)
 

@@ -35,7 +35,7 @@ from model.saga import (
 
 from ._backend import EffectRow, GateRow, ResultOutboxRow, SagaBackend, SagaTransaction
 from ._metrics import RuntimeMetrics, counted, process_metrics
-from ._unit import Abort, Commit, Conflict, FateHook, always_commit, read_only, run_unit
+from ._unit import Conflict, Discard, FateHook, Keep, always_commit, read_only, run_unit
 
 _KIND = {
     Decision.SUCCEED: ResultKind.SUCCEEDED,
@@ -90,13 +90,13 @@ class Participant:
         if command.command_id in self.dead_letters:
             return DuplicateCommand(command.command_id)
 
-        def body(tx: SagaTransaction) -> Commit[CommandOutcome] | Abort[CommandOutcome]:
+        def body(tx: SagaTransaction) -> Keep[CommandOutcome] | Discard[CommandOutcome]:
             if not tx.claim_command(command.command_id):
-                return Abort(DuplicateCommand(command.command_id))
+                return Discard(DuplicateCommand(command.command_id))
             kind, absorbed = self._decide(tx, command, decision)
             result = answer(command, kind)
             _need(tx.append_result(ResultOutboxRow(result.message_id, result)))
-            return Commit(CommandProcessed(result, absorbed))
+            return Keep(CommandProcessed(result, absorbed))
 
         try:
             timed = self.metrics.timing(Stage.PARTICIPANT_TRANSACTION)
@@ -158,8 +158,8 @@ class Participant:
         return tuple(r.envelope for r in rows)
 
     def mark_result_published(self, message_id: str) -> bool:
-        def body(tx: SagaTransaction) -> Commit[bool] | Abort[bool]:
-            return Commit(True) if tx.mark_result_published(message_id) else Abort(False)
+        def body(tx: SagaTransaction) -> Keep[bool] | Discard[bool]:
+            return Keep(True) if tx.mark_result_published(message_id) else Discard(False)
 
         return run_unit(self.backend, "relay", body) is True
 

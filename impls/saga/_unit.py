@@ -1,6 +1,6 @@
 """One atomic unit of work: begin, body, COMMIT under the harness's fate, and the report.
 
-The body returns ``Commit(outcome)`` to commit its writes or ``Abort(outcome)`` for a refusal
+The body returns ``Keep(outcome)`` to commit its writes or ``Discard(outcome)`` for a refusal
 that wrote nothing. The COMMIT is where the contract's fates live (S-TX-01, S-TX-02): a
 failure before COMMIT is a definite ``RolledBack``; once COMMIT was sent, only the committed
 outcome or ``OutcomeUnknown`` may be reported, never a made-up rollback.
@@ -33,12 +33,16 @@ def always_commit(_unit: str) -> CommitFate:
 
 
 @attrs.frozen
-class Commit(Generic[O]):
+class Keep(Generic[O]):
+    """The body's writes stand: the unit sends COMMIT and reports ``outcome`` under its fate."""
+
     outcome: O
 
 
 @attrs.frozen
-class Abort(Generic[O]):
+class Discard(Generic[O]):
+    """A refusal that wrote nothing: the unit rolls back and reports ``outcome`` as it is."""
+
     outcome: O
 
 
@@ -58,7 +62,7 @@ class _DatabaseRolledBack(Exception):
 def run_unit(
     backend: SagaBackend,
     unit: str,
-    body: Callable[[SagaTransaction], Commit[O] | Abort[O]],
+    body: Callable[[SagaTransaction], Keep[O] | Discard[O]],
     fates: FateHook = always_commit,
     timed: Callable[[], AbstractContextManager[None]] = nullcontext,
 ) -> O | RolledBack | OutcomeUnknown:
@@ -80,7 +84,7 @@ def run_unit(
 def _attempt(
     backend: SagaBackend,
     unit: str,
-    body: Callable[[SagaTransaction], Commit[O] | Abort[O]],
+    body: Callable[[SagaTransaction], Keep[O] | Discard[O]],
     fates: FateHook,
 ) -> O | RolledBack | OutcomeUnknown:
     try:
@@ -100,7 +104,7 @@ def _attempt(
     except BaseException:
         tx.rollback()
         raise
-    if isinstance(decided, Abort):
+    if isinstance(decided, Discard):
         tx.rollback()
         return decided.outcome
     fate = fates(unit)

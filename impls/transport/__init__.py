@@ -1,9 +1,9 @@
-"""Connectors over Ratchet's saga runtime: Redis Streams and gRPC with mutual TLS (seed 002, Transport).
+"""Connectors over Ratchet's saga runtime: Redis Streams, gRPC with mutual TLS, Kafka (seed 002, Transport).
 
 A connector authenticates an envelope (an HMAC signature on a stream, the client certificate on
 gRPC), calls the runtime through a ``DeliveryHandler`` (``ParticipantHandler``,
 ``OrchestratorHandler``) and maps the outcome's verdict to its acknowledgement. The rules are
-``S-STREAM-*`` and ``S-GRPC-*`` in docs/saga-contract.md; the guide is docs/transports.md.
+``S-STREAM-*``, ``S-GRPC-*`` and ``S-KAFKA-*`` in docs/saga-contract.md; the guide is docs/transports.md.
 """
 
 from ._grpc import COMMAND as COMMAND
@@ -19,6 +19,18 @@ from ._handlers import DeliveryHandler as DeliveryHandler
 from ._handlers import OrchestratorHandler as OrchestratorHandler
 from ._handlers import ParticipantHandler as ParticipantHandler
 from ._handlers import PoisonMessage as PoisonMessage
+from ._kafka import BEFORE_OFFSET_COMMIT as BEFORE_OFFSET_COMMIT
+from ._kafka import KafkaCommandConsumer as KafkaCommandConsumer
+from ._kafka_admin import DeadLetterReader as DeadLetterReader
+from ._kafka_admin import KafkaAdmin as KafkaAdmin
+from ._kafka_records import KafkaPublisher as KafkaPublisher
+from ._kafka_records import KafkaRecord as KafkaRecord
+from ._kafka_records import KafkaSettled as KafkaSettled
+from ._kafka_records import KafkaTopics as KafkaTopics
+from ._kafka_records import client_config as client_config
+from ._kafka_records import from_record as from_record
+from ._kafka_records import produce_acknowledged as produce_acknowledged
+from ._kafka_records import to_headers as to_headers
 from ._redis_client import open_fakeredis_client as open_fakeredis_client
 from ._redis_client import open_redis_client as open_redis_client
 from ._streams import AFTER_HANDLER as AFTER_HANDLER

@@ -28,7 +28,7 @@ from typing import Any
 import attrs
 import redis
 
-from model.saga import EnvelopeRefused, KeyRing, Verdict, sign, verify
+from model.saga import DeliveryVerdict, EnvelopeRefused, KeyRing, sign, verify
 
 from . import _wire
 from ._handlers import DeliveryHandler, PoisonMessage
@@ -92,7 +92,7 @@ class Settled:
     the handler), why it was dead-lettered, and whether this call removed it from the pending list."""
 
     entry_id: str
-    verdict: Verdict
+    verdict: DeliveryVerdict
     outcome: object | None
     reason: str
     acknowledged: bool
@@ -240,12 +240,14 @@ class StreamConsumer:
             # A handler bug or an outage: redeliver, unless this entry already failed too often.
             if self._deliveries(entry.entry_id) >= self.max_deliveries:
                 return self._dead_letter(entry, "poison", None, principal)
-            return Settled(entry.entry_id, Verdict.REDELIVER, None, "handler_failed", False, principal)
+            return Settled(
+                entry.entry_id, DeliveryVerdict.REDELIVER, None, "handler_failed", False, principal
+            )
         self.fault_hook(AFTER_HANDLER, entry.entry_id)
         verdict = outcome.verdict
-        if verdict is Verdict.ACK:
+        if verdict is DeliveryVerdict.ACK:
             return Settled(entry.entry_id, verdict, outcome, "", self._ack(entry.entry_id), principal)
-        if verdict is Verdict.DEAD_LETTER:
+        if verdict is DeliveryVerdict.DEAD_LETTER:
             return self._dead_letter(entry, type(outcome).__name__, outcome, principal)
         return Settled(entry.entry_id, verdict, outcome, "", False, principal)
 
@@ -266,7 +268,9 @@ class StreamConsumer:
             )
         except redis.RedisError as exc:
             raise TransportError(f"dead-letter script failed: {exc}") from exc
-        return Settled(entry.entry_id, Verdict.DEAD_LETTER, outcome, reason, int(acked) == 1, principal)
+        return Settled(
+            entry.entry_id, DeliveryVerdict.DEAD_LETTER, outcome, reason, int(acked) == 1, principal
+        )
 
     def _deliveries(self, entry_id: str) -> int:
         try:

@@ -45,6 +45,7 @@ Layers, bottom up::
     _orchestrator handle_result, fire_timer
     _participant handle_command
     _delivery   consumer groups on a stream: read, claim, settle, dead-letter, trim
+    _offsets    a partitioned log with committed offsets (Kafka): frontier, back-off, rebalance
     _signing    HMAC-signed envelopes under rotatable keys
     _receipts   request/response delivery: admission by principal, closed receipts
     _observability stage set, label policy, reconciliation, store facts (S-OBS-*)
@@ -218,6 +219,25 @@ from ._observability import label_violations as label_violations
 from ._observability import outcome_label as outcome_label
 from ._observability import store_facts as store_facts
 from ._observability import unit_tally as unit_tally
+from ._offsets import BackingOff as BackingOff
+from ._offsets import CommitOutcome as CommitOutcome
+from ._offsets import DeliverOutcome as DeliverOutcome
+from ._offsets import NothingToDeliver as NothingToDeliver
+from ._offsets import NotOwner as NotOwner
+from ._offsets import OffsetCommitted as OffsetCommitted
+from ._offsets import OffsetDeadLetter as OffsetDeadLetter
+from ._offsets import OffsetRefused as OffsetRefused
+from ._offsets import OutcomeRecorded as OutcomeRecorded
+from ._offsets import PartitionedLog as PartitionedLog
+from ._offsets import PartitionState as PartitionState
+from ._offsets import RecordDelivered as RecordDelivered
+from ._offsets import assign_partition as assign_partition
+from ._offsets import commit_offset as commit_offset
+from ._offsets import deliver_record as deliver_record
+from ._offsets import offset_frontier as offset_frontier
+from ._offsets import partition_lag as partition_lag
+from ._offsets import produce_record as produce_record
+from ._offsets import settle_record as settle_record
 from ._orchestrator import DuplicateResult as DuplicateResult
 from ._orchestrator import FireOutcome as FireOutcome
 from ._orchestrator import FireTimer as FireTimer
@@ -311,7 +331,7 @@ from ._store import CatalogSnapshot as CatalogSnapshot
 from ._store import CommandPublished as CommandPublished
 from ._store import InstanceReleased as InstanceReleased
 from ._store import OrchestratorStore as OrchestratorStore
-from ._store import OutboxEntry as OutboxEntry
+from ._store import OutboxedCommand as OutboxedCommand
 from ._store import RecordReference as RecordReference
 from ._store import ReferenceRecorded as ReferenceRecorded
 from ._store import ReferenceReleased as ReferenceReleased
@@ -356,12 +376,12 @@ from ._values import JSON_CONTRACT as JSON_CONTRACT
 from ._values import JSON_MEDIA_TYPE as JSON_MEDIA_TYPE
 from ._values import CommitFate as CommitFate
 from ._values import DefinitionKey as DefinitionKey
+from ._values import DeliveryVerdict as DeliveryVerdict
 from ._values import PayloadContract as PayloadContract
 from ._values import Phase as Phase
 from ._values import ResultKind as ResultKind
 from ._values import SagaPayload as SagaPayload
 from ._values import Transport as Transport
 from ._values import UncertainPolicy as UncertainPolicy
-from ._values import Verdict as Verdict
 from ._values import is_json_document as is_json_document
 from ._values import is_json_media_type as is_json_media_type

@@ -20,7 +20,7 @@ An entry moves through a group like this (``ENTRY_TRANSITIONS``)::
 There is no other way out of ``pending``: a consumer that dies leaves its entries there
 (S-STREAM-02), and only a claim of entries idle at least ``min_idle_ms`` moves them to another
 consumer (S-STREAM-03). ``settle_entry`` takes the verdict of the unit that handled the entry
-(``Verdict`` of a model outcome), so an acknowledgement is only ever the consequence of a local
+(``DeliveryVerdict`` of a model outcome), so an acknowledgement is only ever the consequence of a local
 commit or a duplicate's absorption (S-STREAM-04, S-DLV-01); dead-lettering and acknowledging are
 one step (S-STREAM-06). The trim frontier is the smallest id some group still needs: its first
 pending entry or its first undelivered one; trimming never passes it (S-STREAM-07). The backlog
@@ -37,7 +37,7 @@ from typing import TypeAlias
 
 import attrs
 
-from ._values import Verdict, name_validator
+from ._values import DeliveryVerdict, name_validator
 
 #: Where an entry can go from where it is, per group (the S-STREAM-* rules as a table).
 ENTRY_TRANSITIONS: Mapping[str, frozenset[str]] = {
@@ -118,7 +118,7 @@ class SettleEntry:
 
     group: str
     entry_id: int
-    verdict: Verdict
+    verdict: DeliveryVerdict
     reason: str = ""
 
 
@@ -269,11 +269,11 @@ def settle_entry(stream: DeliveryStream, request: SettleEntry) -> tuple[Delivery
         return stream, NoSuchGroup(request.group)
     if request.entry_id not in group.pending:
         return stream, NotPending(request.entry_id)
-    if request.verdict is Verdict.REDELIVER:
+    if request.verdict is DeliveryVerdict.REDELIVER:
         return stream, LeftPending(request.entry_id)
     pending = {k: v for k, v in group.pending.items() if k != request.entry_id}
     after = _with_group(stream, request.group, attrs.evolve(group, pending=pending))
-    if request.verdict is Verdict.ACK:
+    if request.verdict is DeliveryVerdict.ACK:
         return after, Acknowledged(request.entry_id)
     entry = stream.entry(request.entry_id)
     letter = DeadLetter(request.group, request.entry_id, entry.message_id if entry else "", request.reason)

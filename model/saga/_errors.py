@@ -24,7 +24,7 @@ from ._keys import (
     SagaStatus,
     TransportViolation,
 )
-from ._values import DefinitionKey, Verdict
+from ._values import DefinitionKey, DeliveryVerdict
 
 
 class Fault(enum.Enum):
@@ -204,7 +204,7 @@ class QuotaExhausted(HostRefusal):
 class MessageRefused(PeerRefusal):
     """Refused before the inbox claim: the dedupe key stays free (S-ORCH-01)."""
 
-    verdict: ClassVar[Verdict] = Verdict.DEAD_LETTER
+    verdict: ClassVar[DeliveryVerdict] = DeliveryVerdict.DEAD_LETTER
 
     message_id: str
     reason: RefusalReason

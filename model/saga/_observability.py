@@ -51,7 +51,7 @@ from ._routes import RegisterOutcome, RenewOutcome
 from ._start import StartOutcome
 from ._store import InstanceReleased, OrchestratorStore
 from ._timers import ClaimOutcome, TimerReleased, TimerRenewed, check_fence
-from ._values import Phase, ResultKind, Verdict
+from ._values import DeliveryVerdict, Phase, ResultKind
 
 #: Metric family names as a text-format parser reports them; a counter's sample adds ``_total``.
 STAGE_METRIC = "nasaga_stage_duration_seconds"
@@ -188,7 +188,7 @@ LABEL_VALUES: Mapping[str, frozenset[str]] = {
     "stage": frozenset(s.value for s in Stage),
     "le": frozenset([*(repr(b) for b in STAGE_BUCKETS), "+Inf"]),
     "direction": frozenset({"command", "result"}),
-    "verdict": frozenset(v.value for v in Verdict),
+    "verdict": frozenset(v.value for v in DeliveryVerdict),
     "unit": frozenset(u.value for u in Unit),
     "operation": frozenset(o.value for o in Operation),
     "outcome": frozenset().union(*UNIT_OUTCOMES.values(), *OPERATION_OUTCOMES.values()),
@@ -286,7 +286,7 @@ def unit_tally(unit: Unit | Operation, outcome: object) -> Tally:
     ]
     stages: tuple[Stage, ...] = ()
     if unit in (Unit.RESULT, Unit.COMMAND):
-        verdict: Verdict = getattr(outcome, "verdict", Verdict.REDELIVER)
+        verdict: DeliveryVerdict = getattr(outcome, "verdict", DeliveryVerdict.REDELIVER)
         direction = "command" if unit is Unit.COMMAND else "result"
         counters.append((TRANSPORT_METRIC, (("direction", direction), ("verdict", verdict.value))))
     if unit is Unit.START and not (isinstance(outcome, EligibilityRevoked) and outcome.checkpoint == 0):

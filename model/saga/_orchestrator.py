@@ -26,7 +26,7 @@ from ._messages import ResultEnvelope, result_message_id_for
 from ._store import OrchestratorStore, stage_command
 from ._timers import Timer, check_fence, remove_timer, timer_id_for
 from ._transaction import OutcomeUnknown, RolledBack, settle
-from ._values import CommitFate, Verdict
+from ._values import CommitFate, DeliveryVerdict
 
 
 @attrs.frozen
@@ -41,7 +41,7 @@ class ResultDelivery:
 
 @attrs.frozen
 class ResultApplied:
-    verdict: ClassVar[Verdict] = Verdict.ACK
+    verdict: ClassVar[DeliveryVerdict] = DeliveryVerdict.ACK
 
     saga_id: str
     entry: JournalEntry
@@ -50,7 +50,7 @@ class ResultApplied:
 
 @attrs.frozen
 class DuplicateResult:
-    verdict: ClassVar[Verdict] = Verdict.ACK
+    verdict: ClassVar[DeliveryVerdict] = DeliveryVerdict.ACK
 
     message_id: str
 
@@ -59,7 +59,7 @@ class DuplicateResult:
 class StaleResult:
     """Verified and claimed, but for an effect the instance no longer awaits."""
 
-    verdict: ClassVar[Verdict] = Verdict.ACK
+    verdict: ClassVar[DeliveryVerdict] = DeliveryVerdict.ACK
 
     message_id: str
     saga_id: str
@@ -126,8 +126,8 @@ def handle_result(
     """The orchestrator transaction for one result (S-ORCH-01..04, S-STEP-*, S-TX-01).
 
     post: not isinstance(__return__[1], MessageRefused) or __return__[0] is store
-    post: not isinstance(__return__[1], MessageRefused) or __return__[1].verdict is Verdict.DEAD_LETTER
-    """
+    post: not isinstance(__return__[1], MessageRefused) or __return__[1].verdict is DeliveryVerdict.DEAD_LETTER
+    """  # noqa: E501 - a CrossHair condition is one line
     envelope = delivery.envelope
     reason = verify_result(store, delivery)
     if reason is not None:

@@ -36,10 +36,10 @@ from ._transaction import OutcomeUnknown, RolledBack, settle
 from ._values import (
     CommitFate,
     DefinitionKey,
+    DeliveryVerdict,
     PayloadContract,
     Phase,
     ResultKind,
-    Verdict,
     is_json_document,
     is_json_media_type,
     name_validator,
@@ -117,7 +117,7 @@ class CommandDelivery:
 class CommandProcessed:
     """Committed; ``absorbed`` when the gate answered for an earlier attempt."""
 
-    verdict: ClassVar[Verdict] = Verdict.ACK
+    verdict: ClassVar[DeliveryVerdict] = DeliveryVerdict.ACK
 
     result: ResultEnvelope
     absorbed: bool
@@ -125,14 +125,14 @@ class CommandProcessed:
 
 @attrs.frozen
 class DuplicateCommand:
-    verdict: ClassVar[Verdict] = Verdict.ACK
+    verdict: ClassVar[DeliveryVerdict] = DeliveryVerdict.ACK
 
     command_id: str
 
 
 @attrs.frozen
 class DeadLettered:
-    verdict: ClassVar[Verdict] = Verdict.DEAD_LETTER
+    verdict: ClassVar[DeliveryVerdict] = DeliveryVerdict.DEAD_LETTER
 
     command_id: str
     failures: int
@@ -270,7 +270,7 @@ def handle_command(
 
 def ack_is_earned(outcome: CommandOutcome) -> bool:
     """Only a local commit or an absorbed duplicate is acknowledged (S-DLV-01, S-DLV-04)."""
-    acked = outcome.verdict is Verdict.ACK
+    acked = outcome.verdict is DeliveryVerdict.ACK
     return acked == isinstance(outcome, (CommandProcessed, DuplicateCommand))
 
 

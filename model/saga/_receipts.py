@@ -5,7 +5,7 @@ transport authenticated (the subject of the client certificate under mutual TLS)
 of the request: a call without one is refused before any handler runs (``Unauthenticated``, no
 receipt, S-GRPC-03), and a call whose claimed producer is not its principal gets a ``REJECTED``
 receipt without reaching the handler (S-GRPC-02). Everything else reaches the handler with the
-principal as the producer, and its outcome's ``Verdict`` becomes the receipt (S-GRPC-01):
+principal as the producer, and its outcome's ``DeliveryVerdict`` becomes the receipt (S-GRPC-01):
 
 =============================  ============  ====================================
 outcome                        verdict       receipt
@@ -30,7 +30,7 @@ import attrs
 
 from ._orchestrator import DuplicateResult
 from ._participant import DuplicateCommand
-from ._values import Verdict
+from ._values import DeliveryVerdict
 
 
 class ReceiptKind(enum.Enum):
@@ -78,7 +78,7 @@ CallAnswer: TypeAlias = Receipt | Unauthenticated
 
 class HasVerdict(Protocol):
     @property
-    def verdict(self) -> Verdict: ...
+    def verdict(self) -> DeliveryVerdict: ...
 
 
 def admit_call(call: DeliveryCall) -> Admitted | CallAnswer:
@@ -93,11 +93,11 @@ def admit_call(call: DeliveryCall) -> Admitted | CallAnswer:
 def receipt_for(principal: str, message_id: str, outcome: HasVerdict) -> Receipt:
     """The receipt for a handler's outcome (S-GRPC-01, S-GRPC-04).
 
-    post: (__return__.kind is ReceiptKind.RETRYABLE) == (outcome.verdict is Verdict.REDELIVER)
+    post: (__return__.kind is ReceiptKind.RETRYABLE) == (outcome.verdict is DeliveryVerdict.REDELIVER)
     """
-    if outcome.verdict is Verdict.REDELIVER:
+    if outcome.verdict is DeliveryVerdict.REDELIVER:
         return Receipt(ReceiptKind.RETRYABLE, message_id, principal)
-    if outcome.verdict is Verdict.DEAD_LETTER:
+    if outcome.verdict is DeliveryVerdict.DEAD_LETTER:
         return Receipt(ReceiptKind.REJECTED, message_id, principal, type(outcome).__name__)
     if isinstance(outcome, DuplicateCommand | DuplicateResult):
         return Receipt(ReceiptKind.DUPLICATE, message_id, principal)

@@ -153,6 +153,17 @@ RULES: Mapping[str, str] = {
     "S-GRPC-04": "A rolled-back or unknown commit is answered retryable, never committed.",
     "S-GRPC-05": "A retry after a lost reply gets the acknowledgement it missed for the same "
     "message, never a second effect.",
+    # delivery on a partitioned log with committed offsets (the seed's kafka row)
+    "S-KAFKA-01": "Offsets of a partition are given in produce order from 0 and never reused; a "
+    "partition's committed offset never moves backward.",
+    "S-KAFKA-02": "A committed offset never passes the frontier: the smallest offset whose unit has "
+    "no outcome yet (committed, duplicate absorbed, or dead letter acknowledged).",
+    "S-KAFKA-03": "A dead letter is acknowledged by the broker before its record's offset is "
+    "committed; a dead-lettered record is done only then.",
+    "S-KAFKA-04": "A transient failure backs off its own partition only and redelivers from that "
+    "record; every other partition keeps being delivered meanwhile.",
+    "S-KAFKA-05": "A rebalance stops the old owner's work on a revoked partition, commits nothing "
+    "not done, and the new owner resumes at the committed offset; the inbox absorbs what repeats.",
     # observability
     "S-OBS-01": "nasaga_stage_duration_seconds has exactly the five fixed stages over fixed bucket bounds.",
     "S-OBS-02": "The handler and the participant, start and transition transaction stages observe every "

@@ -90,7 +90,7 @@ class StartReceipt:
 
 
 @attrs.frozen
-class OutboxEntry:
+class OutboxedCommand:
     command: CommandEnvelope
     published: bool = False
 
@@ -107,7 +107,7 @@ class OrchestratorStore:
     inbox: frozenset[str] = frozenset()
     timers: TimerTable = attrs.field(factory=TimerTable)
     #: Command outbox by command id, in commit order.
-    outbox: Mapping[str, OutboxEntry] = attrs.field(factory=dict)
+    outbox: Mapping[str, OutboxedCommand] = attrs.field(factory=dict)
     #: Starts admitted per tenant.
     quota_used: Mapping[str, int] = attrs.field(factory=dict)
     quota_limit: int | None = None
@@ -124,7 +124,7 @@ def stage_command(store: OrchestratorStore, command: CommandEnvelope, due_ms: in
     timer = Timer(timer_id_for(command.command_id), command.saga_id, command.command_id, due_ms)
     return attrs.evolve(
         store,
-        outbox={**store.outbox, command.command_id: OutboxEntry(command)},
+        outbox={**store.outbox, command.command_id: OutboxedCommand(command)},
         timers=schedule_timer(store.timers, timer),
     )
 

@@ -14,21 +14,21 @@ from typing import ClassVar, TypeVar
 
 import attrs
 
-from ._values import CommitFate, Verdict
+from ._values import CommitFate, DeliveryVerdict
 
 
 @attrs.frozen
 class RolledBack:
     """Failed before COMMIT was sent: nothing changed; redeliver."""
 
-    verdict: ClassVar[Verdict] = Verdict.REDELIVER
+    verdict: ClassVar[DeliveryVerdict] = DeliveryVerdict.REDELIVER
 
 
 @attrs.frozen
 class OutcomeUnknown:
     """COMMIT was sent, no answer came back; do not acknowledge, do not relabel."""
 
-    verdict: ClassVar[Verdict] = Verdict.REDELIVER
+    verdict: ClassVar[DeliveryVerdict] = DeliveryVerdict.REDELIVER
 
 
 S = TypeVar("S")

@@ -41,7 +41,7 @@ class CommitFate(enum.Enum):
         return self is not CommitFate.ROLLED_BACK
 
 
-class Verdict(enum.Enum):
+class DeliveryVerdict(enum.Enum):
     """What a consumer does with the delivered message (S-DLV-01..04)."""
 
     ACK = "ack"

@@ -13,10 +13,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance.bench._bench import BenchOptions, BenchReport, run_bench
-from conformance.bench._commit_cost import FRESH, REPLAY
-from conformance.bench._figures import NOT_MEASURED, PASS, Spread
-from conformance.bench._table import JSON_FORMAT, render, to_json
+from bench._bench import BenchOptions, BenchReport, run_bench
+from bench._commit_cost import FRESH, REPLAY
+from bench._figures import NOT_MEASURED, PASS, Spread
+from bench._table import JSON_FORMAT, render, to_json
 from conformance.cli import main
 
 TINY = BenchOptions(

@@ -52,12 +52,28 @@ def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
         (["run", "--bogus"], "unrecognized arguments: --bogus"),
         (
             ["run", "--backend", "memory", "--outbox", "impls.memory:open_outbox"],
-            "--outbox applies to --store",
+            "--outbox applies to a custom backend",
         ),
-        (["run", "--outbox", "impls.memory:open_outbox"], "--outbox applies to --store"),
-        (["run", "--backend", "memory", "--name", "mine"], "--name applies to --store"),
+        (["run", "--outbox", "impls.memory:open_outbox"], "--outbox applies to a custom backend"),
+        (["run", "--backend", "memory", "--name", "mine"], "--name applies to a custom backend"),
         (["run", "--no-database", "--database", "db"], "--no-database and --database contradict"),
-        (["run", "--backend", "memory", "--store", "impls.memory:open_store"], "not allowed with argument"),
+        (
+            ["run", "--backend", "memory", "--store", "impls.memory:open_store"],
+            "--backend and --store contradict",
+        ),
+        # --store is a MessageStore only; a saga backend has its own flag (and the reverse)
+        (
+            ["run", "--suite", "saga", "--store", "impls.saga.memory:open_memory_saga_backend"],
+            "--store gives a MessageStore factory",
+        ),
+        (
+            ["run", "--suite", "store,saga", "--store", "impls.memory:open_store"],
+            "suite saga tests a SagaBackend: give its factory with --saga-backend",
+        ),
+        (
+            ["run", "--suite", "store", "--saga-backend", "impls.saga.memory:open_memory_saga_backend"],
+            "--saga-backend gives a SagaBackend factory",
+        ),
         (["run", "--time-budget", "0"], "argument --time-budget"),
         (["run", "--time-budget", "soon"], "argument --time-budget"),
         (["replay"], "the following arguments are required: file"),
@@ -149,19 +165,21 @@ def make_saga_backend(namespace):
 
 
 @pytest.mark.parametrize(
-    ("factory", "suite", "role"), [("make_store", "store", "store"), ("make_saga_backend", "saga", "backend")]
+    ("factory", "suite", "role", "flag"),
+    [("make_store", "store", "store", "--store"), ("make_saga_backend", "saga", "backend", "--saga-backend")],
 )
 def test_a_factory_that_raises_is_the_backends_error(
     factory: str,
     suite: str,
     role: str,
+    flag: str,
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
     capsys: pytest.CaptureFixture[str],
 ) -> None:
     (tmp_path / "raising_factories.py").write_text(RAISING)
     monkeypatch.syspath_prepend(str(tmp_path))
-    argv = ["run", "--store", f"raising_factories:{factory}", "--suite", suite, "--examples", "5", "--quiet"]
+    argv = ["run", flag, f"raising_factories:{factory}", "--suite", suite, "--examples", "5", "--quiet"]
     assert main([*argv, "--no-database", "--failures", str(tmp_path / "f")]) == 2
     captured = capsys.readouterr()
     err = captured.err.strip()

@@ -13,13 +13,13 @@ import math
 
 import pytest
 
+from bench._bench import BenchOptions, BenchReport, _chosen, run_bench
+from bench._figures import Spread
+from bench._saga_cost import COMMAND, COMMAND_AGAIN, START, START_AGAIN, measure_cost
+from bench._saga_floor import TRIVIAL_STATEMENTS, open_sql_floor, sync_timed_loop
+from bench._saga_seam import MeteredSagaBackend, SagaMeters
+from bench._table import JSON_FORMAT, render, to_json
 from conformance.backends import SAGA_BACKENDS
-from conformance.bench._bench import BenchOptions, BenchReport, _chosen, run_bench
-from conformance.bench._figures import Spread
-from conformance.bench._saga_cost import COMMAND, COMMAND_AGAIN, START, START_AGAIN, measure_cost
-from conformance.bench._saga_floor import TRIVIAL_STATEMENTS, open_sql_floor, sync_timed_loop
-from conformance.bench._saga_seam import MeteredSagaBackend, SagaMeters
-from conformance.bench._table import JSON_FORMAT, render, to_json
 from conformance.cli import main
 from impls.sql import SqlSagaBackend, open_sqlite_saga_backend
 
@@ -58,7 +58,7 @@ def _is_spread(value: object) -> bool:
 def test_saga_only_runs_no_commit_section(report: BenchReport) -> None:
     assert not report.errors and not report.unavailable
     assert report.throughput == () and report.costs == () and report.rates == () and report.floors == ()
-    assert report.targets == ()  # issue 9 states no saga targets
+    assert report.targets == ()  # no target is set for sagas
 
 
 def test_saga_throughput(report: BenchReport) -> None:
@@ -136,7 +136,7 @@ def test_table_and_json(report: BenchReport) -> None:
     text = render(report)
     for heading in ("5. Saga harness throughput", "6. Saga unit cost", "7. Saga units per second"):
         assert heading in text
-    assert "1. Harness throughput" not in text and "no saga targets" in text
+    assert "1. Harness throughput" not in text and "no target is set for sagas" in text
     document = json.loads(json.dumps(to_json(report)))
     assert document["format"] == JSON_FORMAT
     assert {"saga_throughput", "saga_costs", "saga_rates", "saga_floors"} <= set(document)

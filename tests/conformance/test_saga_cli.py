@@ -1,6 +1,6 @@
-"""A third-party saga backend on the command line and from Python: ``run --suite saga --store``,
-``replay --store`` of a saga failure file (role ``backend``), ``run_conformance(..., suites=("saga",))``,
-and ``--faults`` honoured by the saga machine."""
+"""A third-party saga backend on the command line and from Python: ``run --suite saga
+--saga-backend``, ``replay --saga-backend`` of a saga failure file (role ``backend``),
+``run_conformance(..., suites=("saga",))``, and ``--faults`` honoured by the saga machine."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ def _run(tmp_path: Path, *extra: str) -> list[str]:
 def test_a_broken_saga_backend_given_with_store_exits_1_and_replays(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(_run(tmp_path, "--store", "examples.broken_saga_backends:timer_ignores_fencing")) == 1
+    assert main(_run(tmp_path, "--saga-backend", "examples.broken_saga_backends:timer_ignores_fencing")) == 1
     assert "VIOLATION S-TIMER-02" in capsys.readouterr().out
     (path,) = tmp_path.glob("custom-saga-S-TIMER-02-*.json")
     assert json.loads(path.read_text())["factories"] == {
@@ -33,8 +33,8 @@ def test_a_broken_saga_backend_given_with_store_exits_1_and_replays(
     }
     assert main(["replay", str(path), "--trust", "examples.broken_saga_backends"]) == 1
     assert "reproduced S-TIMER-02" in capsys.readouterr().out
-    # --store fills the saga family's "backend" role: the correct backend does not reproduce.
-    assert main(["replay", str(path), "--store", MEMORY]) == 0
+    # --saga-backend fills the saga family's "backend" role: the correct backend does not reproduce.
+    assert main(["replay", str(path), "--saga-backend", MEMORY]) == 0
     assert "did not reproduce" in capsys.readouterr().out
     assert main(["replay", str(path), "--outbox", "impls.memory:open_outbox"]) == 2
     assert "saga backends take no outbox factory" in capsys.readouterr().err
@@ -43,14 +43,17 @@ def test_a_broken_saga_backend_given_with_store_exits_1_and_replays(
 def test_the_memory_saga_backend_given_with_store_passes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    code = main(_run(tmp_path, "--store", MEMORY, "--examples", "60"))
+    code = main(_run(tmp_path, "--saga-backend", MEMORY, "--examples", "60"))
     out = capsys.readouterr().out
     assert code == 0, out
     assert "51/51" in out and "pass" in out
 
 
 def test_store_with_an_outbox_is_a_usage_error_for_the_saga_suite(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["run", "--suite", "saga", "--store", MEMORY, "--outbox", "impls.memory:open_outbox"]) == 2
+    assert (
+        main(["run", "--suite", "saga", "--saga-backend", MEMORY, "--outbox", "impls.memory:open_outbox"])
+        == 2
+    )
     assert "saga backends take no outbox factory" in capsys.readouterr().err
 
 

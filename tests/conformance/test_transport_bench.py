@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from conformance.bench import BenchOptions, render, run_bench
+from bench import BenchOptions, render, run_bench
 
 
 def test_the_transport_section_measures_each_connector_beside_its_floor() -> None:

@@ -13,7 +13,6 @@ from contextlib import asynccontextmanager
 from typing import Any
 
 import attrs
-import pytest
 
 from conformance.backends import COMMIT_BACKENDS, outbox_factory, store_factory
 from impls.api import InMemoryMembership, MessageStore, Outbox
@@ -42,18 +41,14 @@ from model.commit import (
     StoreErrorKind,
     TimestampMillis,
 )
+from tests._backends import backend_params
 
 TENANT = "t1"
 CONVERSATION = "c1"
 MEMBERS = frozenset({"alice", "bob", "carol"})
 T0 = 1_700_000_000_000
 
-BACKENDS = [
-    pytest.param("memory", id="memory"),
-    pytest.param("fakeredis", id="fakeredis"),
-    pytest.param("redis", id="redis", marks=pytest.mark.service("redis")),
-    pytest.param("cql", id="cql", marks=pytest.mark.service("cassandra")),
-]
+BACKENDS = backend_params("commit")
 
 # The durable stage a crash at each fault point leaves behind (None: nothing durable).
 STAGE_AT: dict[FaultPoint, CommitStage | None] = {

@@ -13,13 +13,9 @@ import pytest
 
 from conformance.backends import COMMIT_BACKENDS, outbox_factory, store_factory
 from impls.api import InMemoryMembership, MessageStore, Outbox
+from tests._backends import backend_params
 
-STORE_BACKENDS = [
-    pytest.param("memory", id="memory"),
-    pytest.param("fakeredis", id="fakeredis"),
-    pytest.param("redis", id="redis", marks=pytest.mark.service("redis")),
-    pytest.param("cql", id="cql", marks=pytest.mark.service("cassandra")),
-]
+STORE_BACKENDS = backend_params("commit")
 
 TENANT = "t1"
 OTHER_TENANT = "t2"

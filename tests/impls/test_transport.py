@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from conformance.bench._saga_workload import command_for, participant
+from bench._saga_workload import command_for, participant
+from conformance.backends import STREAM_BACKENDS, load_object
 from conformance.saga import _world as w
 from impls.saga.codec import command_to_blob
 from impls.saga.memory import open_memory_saga_backend
@@ -25,28 +26,29 @@ from impls.transport import (
     StreamNames,
     StreamPublisher,
     TransportError,
-    open_fakeredis_client,
-    open_redis_client,
     to_fields,
 )
 from model.saga import (
     Decision,
+    DeliveryVerdict,
     KeyRing,
     KeyState,
     ReceiptKind,
     SignedEnvelope,
     SigningKey,
     Unauthenticated,
-    Verdict,
     add_key,
 )
+from tests._backends import backend_params
 
 RING = add_key(KeyRing(), SigningKey("k1", w.ORCHESTRATOR, b"s1", KeyState.SIGNING))
 
 
-@pytest.fixture(params=["fakeredis", pytest.param("redis", marks=pytest.mark.service("redis"))])
+@pytest.fixture(params=[p for p in backend_params("transport") if p.values[0] in STREAM_BACKENDS])
 def client(request: pytest.FixtureRequest) -> Iterator[Any]:
-    made = open_fakeredis_client() if request.param == "fakeredis" else open_redis_client()
+    factory = load_object(STREAM_BACKENDS[request.param].streams or "")
+    assert callable(factory)
+    made = factory()
     yield made
     made.close()
 
@@ -77,8 +79,8 @@ def test_a_command_is_committed_then_acknowledged_and_a_refused_one_dead_lettere
     )
     settled = consumer.poll_once()
     assert [(s.verdict, s.acknowledged, s.reason) for s in settled] == [
-        (Verdict.ACK, True, ""),
-        (Verdict.DEAD_LETTER, True, "unsigned"),
+        (DeliveryVerdict.ACK, True, ""),
+        (DeliveryVerdict.DEAD_LETTER, True, "unsigned"),
     ]
     assert client.xpending(names.stream, "p0")["pending"] == 0
     (letter,) = client.xrange(names.dead_letters)
@@ -89,11 +91,11 @@ def test_a_transient_failure_stays_pending_and_a_claim_redelivers_it(client: Any
     consumer = consumer_for(client, names, Decision.TRANSIENT_FAILURE)
     StreamPublisher(client, names, w.ORCHESTRATOR, lambda: RING).publish(command_to_blob(command_for(1)))
     (first,) = consumer.poll_once()
-    assert (first.verdict, first.acknowledged) == (Verdict.REDELIVER, False)
+    assert (first.verdict, first.acknowledged) == (DeliveryVerdict.REDELIVER, False)
     assert consumer.claim(3_600_000, 10) == []  # its consumer is still within the idle time
     (again,) = consumer.claim(0, 10)
     assert client.xpending_range(names.stream, "p0", "-", "+", 10)[0]["times_delivered"] == 2
-    assert consumer.process(again).verdict is Verdict.DEAD_LETTER  # the budget of 2 is spent
+    assert consumer.process(again).verdict is DeliveryVerdict.DEAD_LETTER  # the budget of 2 is spent
 
 
 def test_safe_trim_never_passes_a_pending_entry_of_any_group(client: Any, names: StreamNames) -> None:

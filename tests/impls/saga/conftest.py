@@ -1,8 +1,7 @@
 """A saga rig over every saga backend: ``saga_backend`` names it, ``rig`` drives the runtime.
 
-To add a backend, append a param to ``SAGA_BACKEND_PARAMS`` (a real server gets
-``marks=pytest.mark.service("postgres")`` and is skipped locally / failed in CI when down); the
-factory comes from ``conformance.backends.SAGA_BACKENDS``.
+``SAGA_BACKEND_PARAMS`` is read from the registry (``conformance.backends.SAGA_BACKENDS``): a backend
+added there is tested here; one on a real server is skipped locally / failed in CI when it is down.
 """
 
 from __future__ import annotations
@@ -36,13 +35,10 @@ from model.saga import (
     UncertainPolicy,
     definition_digest,
 )
+from tests._backends import backend_params
 
-SAGA_BACKEND_PARAMS = [
-    pytest.param("memory", id="memory"),
-    pytest.param("sqlite", id="sqlite"),
-    pytest.param("postgres", id="postgres", marks=pytest.mark.service("postgres")),
-    pytest.param("mysql", id="mysql", marks=pytest.mark.service("mariadb")),
-]
+# Ratchet's runtime over each saga backend (runtimes under test, the "built" group, have tests of their own).
+SAGA_BACKEND_PARAMS = backend_params("saga", "embedded", "real")
 
 ORCHESTRATOR = "orchestrator"
 KEY = DefinitionKey("acme", "order", 1)

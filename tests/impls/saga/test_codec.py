@@ -11,7 +11,7 @@ import sys
 
 import pytest
 
-from conformance.bench._saga_workload import command_for
+from bench._saga_workload import command_for
 from conformance.saga import _world as w
 from impls.saga import SagaBackendError, SagaBackendErrorKind, codec
 from model.saga import canonical_document, decode, encode

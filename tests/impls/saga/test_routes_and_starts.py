@@ -13,7 +13,7 @@ import pytest
 
 from impls.saga import Orchestrator, SagaBackend, SagaTransaction
 from impls.saga._routes import route_to_row
-from impls.saga._unit import Abort, Commit, read_only, run_unit
+from impls.saga._unit import Discard, Keep, read_only, run_unit
 from model.saga import (
     JSON_CONTRACT,
     ActivationBlocked,
@@ -322,9 +322,9 @@ def _joined(
 ) -> object:
     """The host's own unit: the joined start inside it, the COMMIT (and its fate) the host's."""
 
-    def outer(tx: SagaTransaction) -> Commit[StartOutcome] | Abort[StartOutcome]:
+    def outer(tx: SagaTransaction) -> Keep[StartOutcome] | Discard[StartOutcome]:
         outcome = orch.start_saga_joined(tx, request, 0, eligible)
-        return Commit(outcome) if isinstance(outcome, Started) else Abort(outcome)
+        return Keep(outcome) if isinstance(outcome, Started) else Discard(outcome)
 
     return run_unit(orch.backend, "host", outer, lambda _unit: fate)
 

@@ -14,6 +14,7 @@ from model.saga import (
     DeadLetterRecorded,
     Delivered,
     DeliveryStream,
+    DeliveryVerdict,
     LeftPending,
     NoSuchGroup,
     NotPending,
@@ -22,7 +23,6 @@ from model.saga import (
     Trim,
     Trimmed,
     TrimRefused,
-    Verdict,
     append,
     backlog,
     claim_idle,
@@ -73,7 +73,7 @@ def test_s_stream_01_reads_deliver_in_order_after_the_last_delivered_id() -> Non
 
 def test_s_stream_02_a_dead_consumer_or_a_redeliver_verdict_leaves_the_entry_pending() -> None:
     stream = read(stream_of(1), "c1", 1)
-    kept, outcome = settle_entry(stream, SettleEntry("g", 1, Verdict.REDELIVER))
+    kept, outcome = settle_entry(stream, SettleEntry("g", 1, DeliveryVerdict.REDELIVER))
     assert outcome == LeftPending(1) and kept is stream
     # a consumer that dies simply never settles: the entry is still there for a claim
     assert entry_state(stream, "g", 1) == "pending"
@@ -104,22 +104,22 @@ def test_s_stream_03_an_entry_trimmed_while_pending_is_dropped_not_delivered() -
 
 def test_s_stream_04_only_an_ack_verdict_acknowledges_and_only_in_its_group() -> None:
     stream = read(read(stream_of(1, ("g", "audit")), "c1", 1), "a1", 1, group="audit")
-    acked, outcome = settle_entry(stream, SettleEntry("g", 1, Verdict.ACK))
+    acked, outcome = settle_entry(stream, SettleEntry("g", 1, DeliveryVerdict.ACK))
     assert outcome == Acknowledged(1)
     assert entry_state(acked, "g", 1) == "acknowledged"
     assert entry_state(acked, "audit", 1) == "pending"
-    again, second = settle_entry(acked, SettleEntry("g", 1, Verdict.ACK))
+    again, second = settle_entry(acked, SettleEntry("g", 1, DeliveryVerdict.ACK))
     assert second == NotPending(1) and again is acked
 
 
 def test_s_stream_06_dead_letter_and_acknowledgement_are_one_step_and_happen_once() -> None:
     stream = read(stream_of(1), "c1", 1)
-    stream, outcome = settle_entry(stream, SettleEntry("g", 1, Verdict.DEAD_LETTER, "bad_signature"))
+    stream, outcome = settle_entry(stream, SettleEntry("g", 1, DeliveryVerdict.DEAD_LETTER, "bad_signature"))
     assert isinstance(outcome, DeadLetterRecorded)
     assert outcome.letter.message_id == "m1" and outcome.letter.reason == "bad_signature"
     assert not stream.groups["g"].pending
     assert entry_state(stream, "g", 1) == "dead_lettered"
-    stream, again = settle_entry(stream, SettleEntry("g", 1, Verdict.DEAD_LETTER, "bad_signature"))
+    stream, again = settle_entry(stream, SettleEntry("g", 1, DeliveryVerdict.DEAD_LETTER, "bad_signature"))
     assert again == NotPending(1) and len(stream.dead_letters) == 1
 
 
@@ -128,9 +128,9 @@ def test_s_stream_07_the_frontier_is_the_minimum_over_groups() -> None:
     assert trim_frontier(stream) == 1
     stream = read(stream, "c", 5, group="fast")
     for entry_id in (1, 2, 4, 5):
-        stream, _ = settle_entry(stream, SettleEntry("fast", entry_id, Verdict.ACK))
+        stream, _ = settle_entry(stream, SettleEntry("fast", entry_id, DeliveryVerdict.ACK))
     stream = read(stream, "s", 2, group="slow")
-    stream, _ = settle_entry(stream, SettleEntry("slow", 1, Verdict.ACK))
+    stream, _ = settle_entry(stream, SettleEntry("slow", 1, DeliveryVerdict.ACK))
     assert trim_frontier(stream) == 2  # slow still holds 2 pending; fast still holds 3
     refused, outcome = trim(stream, Trim(3))
     assert outcome == TrimRefused(3, 2) and refused is stream
@@ -144,7 +144,7 @@ def test_s_stream_07_the_frontier_is_the_minimum_over_groups() -> None:
 
 def test_s_stream_08_backlog_counts_undelivered_and_pending() -> None:
     stream = read(stream_of(4), "c1", 3)
-    stream, _ = settle_entry(stream, SettleEntry("g", 2, Verdict.ACK))
+    stream, _ = settle_entry(stream, SettleEntry("g", 2, DeliveryVerdict.ACK))
     assert backlog(stream, "g") == Backlog(1, 2)
     assert backlog(stream, "g").total == 3
     assert backlog(stream, "x") == NoSuchGroup("x")
@@ -188,8 +188,10 @@ class StreamMachine(RuleBasedStateMachine):
         self.stream, _ = claim_idle(self.stream, ClaimIdle(group, consumer, idle, self.now))
         self._remember()
 
-    @rule(group=st.sampled_from(GROUPS), index=st.integers(0, 9), verdict=st.sampled_from(list(Verdict)))
-    def settle(self, group: str, index: int, verdict: Verdict) -> None:
+    @rule(
+        group=st.sampled_from(GROUPS), index=st.integers(0, 9), verdict=st.sampled_from(list(DeliveryVerdict))
+    )
+    def settle(self, group: str, index: int, verdict: DeliveryVerdict) -> None:
         pending = sorted(self.stream.groups[group].pending)
         if pending:
             self.stream, _ = settle_entry(

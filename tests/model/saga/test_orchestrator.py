@@ -12,6 +12,7 @@ from model.saga import (
     CommandProcessed,
     CommitFate,
     Decision,
+    DeliveryVerdict,
     DuplicateResult,
     MessageRefused,
     OrchestratorStore,
@@ -23,7 +24,6 @@ from model.saga import (
     ResultEnvelope,
     RolledBack,
     StaleResult,
-    Verdict,
     handle_command,
     handle_result,
     mark_command_published,
@@ -68,7 +68,7 @@ def test_s_orch_01_forged_results_are_refused_before_the_inbox(
     forged = genuine if field is None else attrs.evolve(genuine, **{field: value})  # type: ignore[arg-type]
     after, outcome = handle_result(store, ResultDelivery(forged, producer, 0))
     assert outcome == MessageRefused(forged.message_id, reason)
-    assert outcome.verdict is Verdict.DEAD_LETTER
+    assert outcome.verdict is DeliveryVerdict.DEAD_LETTER
     assert after is store and genuine.message_id not in after.inbox
     # the genuine twin still finds its dedupe key free
     _, applied = handle_result(after, ResultDelivery(genuine, "svc-a", 0))
@@ -86,7 +86,7 @@ def test_s_orch_01_message_id_must_be_derived_from_the_command() -> None:
 def test_s_orch_02_one_transaction_writes_inbox_instance_journal_timer_and_outbox() -> None:
     store, genuine, saga_id = first_result()
     after, outcome = handle_result(store, ResultDelivery(genuine, "svc-a", 5))
-    assert isinstance(outcome, ResultApplied) and outcome.verdict is Verdict.ACK
+    assert isinstance(outcome, ResultApplied) and outcome.verdict is DeliveryVerdict.ACK
     assert after.inbox == store.inbox | {genuine.message_id}
     assert after.instances[saga_id].revision == store.instances[saga_id].revision + 1
     assert after.journal == (*store.journal, outcome.entry)
@@ -101,7 +101,7 @@ def test_s_orch_02_unapplied_transaction_writes_nothing(fate: CommitFate) -> Non
     store, genuine, _ = first_result()
     after, outcome = handle_result(store, ResultDelivery(genuine, "svc-a", 0, fate))
     assert after is store
-    assert outcome.verdict is Verdict.REDELIVER
+    assert outcome.verdict is DeliveryVerdict.REDELIVER
     assert isinstance(outcome, RolledBack if fate is CommitFate.ROLLED_BACK else OutcomeUnknown)
 
 
@@ -118,7 +118,7 @@ def test_s_orch_03_duplicates_are_absorbed() -> None:
     store, genuine, _ = first_result()
     store, _ = handle_result(store, ResultDelivery(genuine, "svc-a", 0))
     after, outcome = handle_result(store, ResultDelivery(genuine, "svc-a", 99))
-    assert outcome == DuplicateResult(genuine.message_id) and outcome.verdict is Verdict.ACK
+    assert outcome == DuplicateResult(genuine.message_id) and outcome.verdict is DeliveryVerdict.ACK
     assert after is store
 
 
@@ -139,7 +139,7 @@ def test_s_orch_04_results_for_effects_no_longer_awaited_only_claim_their_key() 
     assert isinstance(applied, ResultApplied)
     after, outcome = handle_result(store, ResultDelivery(first.result, "svc-a", 0))
     assert outcome == StaleResult(first.result.message_id, saga_id)
-    assert outcome.verdict is Verdict.ACK
+    assert outcome.verdict is DeliveryVerdict.ACK
     assert after == attrs.evolve(store, inbox=store.inbox | {first.result.message_id})
 
 
@@ -160,10 +160,10 @@ def test_s_tx_01_writes_land_together_or_not_at_all(fate: CommitFate, before: in
 def test_s_tx_02_commit_sent_without_answer_is_unknown_never_rollback(fate: CommitFate) -> None:
     _, outcome = settle("before", "after", fate, "done")
     assert isinstance(outcome, OutcomeUnknown) and not isinstance(outcome, RolledBack)
-    assert outcome.verdict is Verdict.REDELIVER
+    assert outcome.verdict is DeliveryVerdict.REDELIVER
 
 
 def test_s_dlv_02_rollbacks_and_unknowns_are_redelivered() -> None:
-    assert RolledBack.verdict is Verdict.REDELIVER
-    assert OutcomeUnknown.verdict is Verdict.REDELIVER
-    assert MessageRefused.verdict is Verdict.DEAD_LETTER
+    assert RolledBack.verdict is DeliveryVerdict.REDELIVER
+    assert OutcomeUnknown.verdict is DeliveryVerdict.REDELIVER
+    assert MessageRefused.verdict is DeliveryVerdict.DEAD_LETTER

@@ -15,6 +15,7 @@ from model.saga import (
     CommitFate,
     DeadLettered,
     Decision,
+    DeliveryVerdict,
     DuplicateCommand,
     MessageRefused,
     OrchestratorStore,
@@ -26,7 +27,6 @@ from model.saga import (
     ResultKind,
     RolledBack,
     SagaPayload,
-    Verdict,
     ack_is_earned,
     effect_counts,
     handle_command,
@@ -107,7 +107,7 @@ def test_s_part_02_duplicate_command_is_absorbed_by_the_inbox() -> None:
     _, part, command = setup()
     part, _ = deliver(part, command)
     after, outcome = deliver(part, command, Decision.REJECT)
-    assert outcome == DuplicateCommand(command.command_id) and outcome.verdict is Verdict.ACK
+    assert outcome == DuplicateCommand(command.command_id) and outcome.verdict is DeliveryVerdict.ACK
     assert after is part
 
 
@@ -147,10 +147,10 @@ def test_s_part_03_each_effect_takes_effect_at_most_once(
 def test_s_part_04_transient_failures_roll_back_then_dead_letter() -> None:
     _, part, command = setup(budget=2)
     after, outcome = deliver(part, command, Decision.TRANSIENT_FAILURE)
-    assert isinstance(outcome, RolledBack) and outcome.verdict is Verdict.REDELIVER
+    assert isinstance(outcome, RolledBack) and outcome.verdict is DeliveryVerdict.REDELIVER
     assert business(after) == business(part)
     after, outcome = deliver(after, command, commit=CommitFate.ROLLED_BACK)
-    assert outcome == DeadLettered(command.command_id, 2) and outcome.verdict is Verdict.DEAD_LETTER
+    assert outcome == DeadLettered(command.command_id, 2) and outcome.verdict is DeliveryVerdict.DEAD_LETTER
     assert business(after) == business(part)
     again, duplicate = deliver(after, command)
     assert isinstance(duplicate, DuplicateCommand) and again is after
@@ -160,7 +160,7 @@ def test_s_part_04_unknown_commits_never_spend_the_transient_budget() -> None:
     _, part, command = setup(budget=1)
     for _ in range(5):
         part, outcome = deliver(part, command, commit=CommitFate.UNKNOWN_NOT_APPLIED)
-        assert isinstance(outcome, OutcomeUnknown) and outcome.verdict is Verdict.REDELIVER
+        assert isinstance(outcome, OutcomeUnknown) and outcome.verdict is DeliveryVerdict.REDELIVER
     assert part.delivery_failures == {} and part.dead_letters == frozenset()
     part, outcome = deliver(part, command)
     assert isinstance(outcome, CommandProcessed)
@@ -273,7 +273,7 @@ def test_s_dlv_01_only_commits_and_duplicates_are_acknowledged(
         before = part
         part, outcome = deliver(part, command, decision, fate, producer)
         assert ack_is_earned(outcome)  # type: ignore[arg-type]
-        unacked = outcome.verdict is not Verdict.ACK  # type: ignore[attr-defined]
+        unacked = outcome.verdict is not DeliveryVerdict.ACK  # type: ignore[attr-defined]
         if unacked and fate is not CommitFate.UNKNOWN_APPLIED:
             assert business(part) == business(before)
 
@@ -282,7 +282,7 @@ def test_s_dlv_03_refused_messages_are_dead_lettered_untouched() -> None:
     store, part, command = setup()
     for forged, producer, _ in refusal_cases(store, command):
         after, outcome = deliver(part, forged, producer=producer)
-        assert isinstance(outcome, MessageRefused) and outcome.verdict is Verdict.DEAD_LETTER
+        assert isinstance(outcome, MessageRefused) and outcome.verdict is DeliveryVerdict.DEAD_LETTER
         assert after is part
 
 
@@ -292,4 +292,4 @@ def test_s_dlv_04_retryable_is_never_reported_committed(decision: Decision, fate
     _, outcome = deliver(part, command, decision, fate)
     if decision is Decision.TRANSIENT_FAILURE or fate is not CommitFate.COMMITTED:
         assert not isinstance(outcome, CommandProcessed)
-        assert outcome.verdict is not Verdict.ACK  # type: ignore[attr-defined]
+        assert outcome.verdict is not DeliveryVerdict.ACK  # type: ignore[attr-defined]

@@ -24,11 +24,11 @@ from model.saga import (
     same_acknowledgement,
 )
 from model.saga._participant import CommandProcessed
-from model.saga._values import Verdict
+from model.saga._values import DeliveryVerdict
 
 
 class _Committed:
-    verdict = Verdict.ACK
+    verdict = DeliveryVerdict.ACK
 
 
 def test_s_grpc_01_every_outcome_maps_to_one_receipt_of_the_closed_set() -> None:
@@ -46,7 +46,7 @@ def test_s_grpc_01_every_outcome_maps_to_one_receipt_of_the_closed_set() -> None
         assert receipt.kind is kind, outcome
         assert (receipt.message_id, receipt.principal) == ("c", "p0")
     assert {k for _, k in cases} == set(ReceiptKind)
-    assert CommandProcessed.verdict is Verdict.ACK
+    assert CommandProcessed.verdict is DeliveryVerdict.ACK
 
 
 def test_s_grpc_02_the_principal_is_bound_to_the_claimed_producer() -> None:

@@ -34,6 +34,7 @@ from model.saga import (
     Decision,
     DefinitionArtifact,
     DefinitionNotStartable,
+    DeliveryVerdict,
     DuplicateResult,
     Eligibility,
     FireTimer,
@@ -55,7 +56,6 @@ from model.saga import (
     TimerClaimed,
     TimerReleased,
     UncertainPolicy,
-    Verdict,
     change_lifecycle,
     claim_timer,
     effect_id_for,
@@ -122,7 +122,7 @@ class SagaSystem(RuleBasedStateMachine):
                 self.genuine_ids.add(result.message_id)
             self.relayed[owner] = len(part.outbox)
 
-    def deliver(self, command: CommandEnvelope, decision: Decision, fate: CommitFate) -> Verdict:
+    def deliver(self, command: CommandEnvelope, decision: Decision, fate: CommitFate) -> DeliveryVerdict:
         part, outcome = handle_command(
             self.parts[command.owner], CommandDelivery(command, ORCHESTRATOR, decision, fate)
         )
@@ -130,7 +130,7 @@ class SagaSystem(RuleBasedStateMachine):
         self.collect_results()
         return outcome.verdict
 
-    def answer(self, result: ResultEnvelope, fate: CommitFate) -> Verdict:
+    def answer(self, result: ResultEnvelope, fate: CommitFate) -> DeliveryVerdict:
         before = self.store
         self.store, outcome = handle_result(before, ResultDelivery(result, result.owner, self.now, fate))
         if isinstance(outcome, DuplicateResult):
@@ -180,14 +180,14 @@ class SagaSystem(RuleBasedStateMachine):
     ) -> None:
         index = data.draw(st.integers(0, len(self.commands) - 1))
         command = self.commands[index]
-        if self.deliver(command, decision, fate) is not Verdict.REDELIVER and not keep_copy:
+        if self.deliver(command, decision, fate) is not DeliveryVerdict.REDELIVER and not keep_copy:
             del self.commands[index]
 
     @precondition(lambda self: self.results)
     @rule(data=st.data(), fate=FATES, keep_copy=st.booleans())
     def deliver_result(self, data: st.DataObject, fate: CommitFate, keep_copy: bool) -> None:
         index = data.draw(st.integers(0, len(self.results) - 1))
-        if self.answer(self.results[index], fate) is not Verdict.REDELIVER and not keep_copy:
+        if self.answer(self.results[index], fate) is not DeliveryVerdict.REDELIVER and not keep_copy:
             del self.results[index]
 
     @precondition(lambda self: bool(pending_commands(self.store) or self.commands or self.results))
@@ -203,7 +203,7 @@ class SagaSystem(RuleBasedStateMachine):
         commands, self.commands = self.commands, []
         for command in commands:
             verdicts = [self.deliver(command, decision, CommitFate.COMMITTED) for _ in range(copies)]
-            if Verdict.REDELIVER in verdicts:
+            if DeliveryVerdict.REDELIVER in verdicts:
                 self.commands.append(command)
         results, self.results = self.results, []
         for result in results:

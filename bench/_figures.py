@@ -1,8 +1,8 @@
 """The shapes every benchmark figure takes: a spread of runs, and a target checked against it.
 
 A figure is never one number: each is measured ``runs`` times and reported as the median with its
-min, max and quartiles (``Spread``), so a reader sees how steady it was. Targets come from issue 9
-and are checked on the median.
+min, max and quartiles (``Spread``), so a reader sees how steady it was. Targets (docs/performance.md)
+are checked on the median.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ class Spread:
 
 @attrs.frozen
 class TargetCheck:
-    """One target of issue 9 and whether the measured median meets it."""
+    """One target of the bench and whether the measured median meets it."""
 
     name: str
     wanted: str

@@ -23,10 +23,9 @@ from collections.abc import Awaitable
 
 import attrs
 
-from conformance.backends import BackendSpec
-from conformance.bench._figures import Spread, Stopwatch
-from conformance.bench._seam import Meter, MeteredOutbox, MeteredStore
-from conformance.bench._workload import (
+from bench._figures import Spread, Stopwatch
+from bench._seam import Meter, MeteredOutbox, MeteredStore
+from bench._workload import (
     SHORT_IDS,
     Ids,
     Killed,
@@ -36,6 +35,7 @@ from conformance.bench._workload import (
     opened,
     request,
 )
+from conformance.backends import BackendSpec
 from impls.api import InMemoryMembership, MessageStore, Outbox, SystemClock
 from impls.commit import MessageCommitter
 from model.commit import (

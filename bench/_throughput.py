@@ -18,12 +18,12 @@ from collections.abc import Callable
 
 import attrs
 
+from bench._figures import Spread
+from bench._seam import Meters
 from conformance._report import SuiteResult
 from conformance._runner import RunOptions, run_suite
 from conformance._suites import BackendUnderTest, suite_named
 from conformance.backends import BackendSpec, outbox_factory, store_factory
-from conformance.bench._figures import Spread
-from conformance.bench._seam import Meters
 
 
 @attrs.frozen

@@ -1,4 +1,5 @@
-"""Section 8, transports: messages per second through each connector beside the engine's own floor.
+"""The transport side (``TRANSPORT_SECTION``): messages per second through each connector beside
+the engine's own floor.
 
 Per stream backend (``fakeredis``, ``redis``), slices alternate between
 
@@ -17,14 +18,16 @@ connection: these are per-message costs, not a capacity. Nothing here is checked
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
-from conformance.bench._figures import Spread, Tally
-from conformance.bench._saga_floor import sync_timed_loop
-from conformance.bench._saga_workload import command_for, participant
-from conformance.bench._workload import new_namespace
+from bench._figures import Spread, Tally
+from bench._saga_floor import sync_timed_loop
+from bench._saga_workload import command_for, participant
+from bench._section import Progress, Section, SectionOutcome, unavailable
+from bench._workload import new_namespace
+from conformance.backends import STREAM_BACKENDS as STREAM_BACKENDS  # the registry's Redis Streams backends
 from conformance.saga import _world as w
 from impls.saga.codec import command_to_blob
 from impls.saga.memory import open_memory_saga_backend
@@ -40,13 +43,12 @@ from impls.transport import (
 )
 from model.saga import Decision, KeyRing, KeyState, SigningKey, add_key
 
+if TYPE_CHECKING:
+    from bench._options import BenchOptions
+
 SLICES = 4
 BATCH = 16
-STREAM_BACKENDS = {
-    "fakeredis": ("impls.transport:open_fakeredis_client", None),
-    "redis": ("impls.transport:open_redis_client", "redis"),
-}
-Progress = Callable[[str], None]
+TRANSPORT_SUITE = "transport"
 
 
 @attrs.frozen
@@ -156,27 +158,22 @@ def _rate(backend: str, connector: str, floor_name: str, runs: list[tuple[Tally,
     )
 
 
-def run_transport(
-    backends: tuple[str, ...],
-    runs: int,
-    seconds: float,
-    say: Progress,
-    errors: dict[str, str],
-    unavailable: dict[str, str],
-) -> tuple[TransportRate, ...]:
+def run_transport(options: BenchOptions, say: Progress) -> SectionOutcome:
     """The connector figures for the chosen stream backends and gRPC; never raises for a backend."""
-    from conformance import services
     from conformance.backends import load_object
 
+    runs, seconds = options.runs, options.rate_seconds
+    errors: dict[str, str] = {}
+    missing: dict[str, str] = {}
     rates = []
-    for name in (b for b in backends if b in STREAM_BACKENDS):
-        factory, service = STREAM_BACKENDS[name]
-        reason = services.probe(service) if service else None
+    for name in (b for b in options.backends if b in STREAM_BACKENDS):
+        spec = STREAM_BACKENDS[name]
+        reason = unavailable(spec.service)
         if reason is not None:
-            unavailable[name] = reason
+            missing[name] = reason
             continue
         try:
-            opener: Any = load_object(factory)
+            opener: Any = load_object(spec.streams or "")
             measured = [_stream_slices(opener, seconds) for _ in range(runs)]
         except Exception as exc:
             errors[f"transport-rate {name}"] = f"{type(exc).__name__}: {exc}"
@@ -190,4 +187,7 @@ def run_transport(
         say(f"transport grpc: {rates[-1].messages_per_second.median:.0f} msg/s")
     except Exception as exc:
         errors["transport-rate grpc"] = f"{type(exc).__name__}: {exc}"
-    return tuple(rates)
+    return SectionOutcome({"transport_rates": tuple(rates)}, {}, missing, errors)
+
+
+TRANSPORT_SECTION = Section("transport", lambda options: TRANSPORT_SUITE in options.suites, run_transport)

@@ -10,10 +10,11 @@ from typing import Any
 
 import attrs
 
-from conformance.bench._bench import COMMIT_SUITES, TRANSPORT_SUITE, BenchReport
-from conformance.bench._figures import Spread
-from conformance.bench._redis_footprint import SEED_COMMITTED_BYTES
-from conformance.bench._saga_throughput import SAGA_SUITE
+from bench._bench import COMMIT_SUITES, BenchReport
+from bench._figures import Spread
+from bench._redis_footprint import CONTRACT_COMMITTED_BYTES
+from bench._saga_throughput import SAGA_SUITE
+from bench._transport_bench import TRANSPORT_SUITE
 
 JSON_FORMAT = "ratchet-bench/1"
 
@@ -149,7 +150,8 @@ def _commit_sections(report: BenchReport, sizes: str) -> list[str]:
 
     out += [
         "",
-        f"4. Redis commit-hash footprint (100-byte body; seed: {SEED_COMMITTED_BYTES} B committed, listpack)",
+        "4. Redis commit-hash footprint "
+        f"(100-byte body; contract: {CONTRACT_COMMITTED_BYTES} B committed, listpack)",
     ]
     if report.footprints:
         rows = []
@@ -158,7 +160,7 @@ def _commit_sections(report: BenchReport, sizes: str) -> list[str]:
             lengths = "/".join(
                 str(n[k]) for k in ("namespace", "tenant", "sender", "conversation", "client_message_id")
             )
-            versus = f"{100 * f.memory_usage / SEED_COMMITTED_BYTES:.0f}%" if f.committed else ""
+            versus = f"{100 * f.memory_usage / CONTRACT_COMMITTED_BYTES:.0f}%" if f.committed else ""
             rows.append([f.ids, lengths, f.stage, f.encoding, f"{f.memory_usage} B", str(f.fields), versus])
         out += table(
             [
@@ -168,7 +170,7 @@ def _commit_sections(report: BenchReport, sizes: str) -> list[str]:
                 "encoding",
                 "MEMORY USAGE",
                 "fields",
-                "vs seed",
+                "vs contract",
             ],
             rows,
             right=(4, 5, 6),
@@ -270,7 +272,7 @@ def _saga_sections(report: BenchReport, sizes: str) -> list[str]:
                 ["backend", "server", "probe", "SQL/tx", "tx/s", "CPU us/tx"], rows, right=(3, 4, 5)
             )
         ]
-    out.append("   (issue 9 states no saga targets: these figures are reported, not checked)")
+    out.append("   (no target is set for sagas: these figures are reported, not checked)")
     return out
 
 
@@ -320,13 +322,13 @@ def render(report: BenchReport) -> str:
         out += _transport_section(report)
 
     if report.targets:
-        out += ["", "Targets (issue 9, on the median)"]
+        out += ["", "Targets (on the median)"]
         out += table(
             ["", "target", "wanted", "measured"],
             [[t.verdict, t.name, t.wanted, t.measured] for t in report.targets],
         )
     else:
-        out += ["", "Targets (issue 9): none for the chosen suites"]
+        out += ["", "Targets: none for the chosen suites"]
     if report.unavailable:
         out += ["", "Unavailable backends:"]
         out += [f"  {name}: {why}" for name, why in report.unavailable.items()]

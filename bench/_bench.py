@@ -1,14 +1,15 @@
-"""One bench run: every section on every available backend, then the targets of issue 9.
+"""One bench run: every section (``_section.Section``) on every available backend, then the targets.
 
-Order per backend: is its server up (``conformance.services.probe``; if not, the backend is
-*unavailable* and skipped, never a crash) -> harness throughput per suite -> commit cost ->
-commit rate alternated run by run with the raw floor of its server (so both see the same machine
-load) -> on Redis, the commit-hash footprint. A section that fails on one backend is recorded as
-an error for that backend and the bench goes on.
+``SECTIONS`` are the commit side (here), the saga side (``_saga_bench``) and the transports
+(``_transport_bench``). The commit side, per backend: is its server up (if not, the backend is
+*unavailable* and skipped, never a crash) -> harness throughput per suite -> commit cost -> commit
+rate alternated run by run with the raw floor of its server (so both see the same machine load) ->
+on Redis, the commit-hash footprint. A measurement that fails on one backend is recorded as an
+error for that backend and the bench goes on.
 
-Backend names are per family: the commit sections run on the chosen commit backends when a
-commit-family suite (``store``, ``commit``) is chosen, the saga sections (``_saga_bench``) on the
-chosen saga backends when ``saga`` is; ``memory`` names one backend of each family.
+Backend names are per family: the commit side runs on the chosen commit backends when a
+commit-family suite (``store``, ``commit``) is chosen, the saga side on the chosen saga backends
+when ``saga`` is; ``memory`` names one backend of each family.
 """
 
 from __future__ import annotations
@@ -21,41 +22,39 @@ from typing import TypeVar
 
 import attrs
 
-from conformance.backends import COMMIT_BACKENDS, SAGA_BACKENDS, BackendSpec, SagaBackendSpec
-from conformance.bench import _throughput
-from conformance.bench._commit_cost import FRESH, CommitCost, commit_loop, measure_cost
-from conformance.bench._environment import Machine, load_average, machine
-from conformance.bench._figures import MISS, NOT_MEASURED, PASS, Spread, Tally, TargetCheck, at_least
-from conformance.bench._floor import Floor, FloorProbe, open_floor, timed_loop
-from conformance.bench._guard import guarded as guard
-from conformance.bench._options import ALL_BACKENDS as ALL_BACKENDS
-from conformance.bench._options import COMMIT_SUITES as COMMIT_SUITES
-from conformance.bench._options import SUITES as SUITES
-from conformance.bench._options import BenchOptions as BenchOptions
-from conformance.bench._redis_footprint import (
+from bench import _throughput
+from bench._commit_cost import FRESH, CommitCost, commit_loop, measure_cost
+from bench._environment import Machine, load_average, machine
+from bench._figures import MISS, NOT_MEASURED, PASS, Spread, Tally, TargetCheck, at_least
+from bench._floor import Floor, FloorProbe, open_floor, timed_loop
+from bench._guard import guarded as guard
+from bench._options import ALL_BACKENDS as ALL_BACKENDS
+from bench._options import COMMIT_SUITES as COMMIT_SUITES
+from bench._options import SUITES as SUITES
+from bench._options import BenchOptions as BenchOptions
+from bench._redis_footprint import (
     TARGET_COMMITTED_BYTES,
     TARGET_ENCODING,
     Footprint,
     measure_footprint,
     meets_target,
 )
-from conformance.bench._saga_bench import SagaSections, SagaUnitRate, run_saga
-from conformance.bench._saga_cost import SagaUnitCost
-from conformance.bench._saga_floor import SagaFloor
-from conformance.bench._saga_throughput import SAGA_SUITE, SagaThroughput
-from conformance.bench._throughput import Throughput
-from conformance.bench._transport_bench import STREAM_BACKENDS, TransportRate, run_transport
-from conformance.bench._workload import SHORT_IDS, membership, new_namespace, opened
+from bench._saga_bench import SAGA_SECTION, SagaUnitRate
+from bench._saga_cost import SagaUnitCost
+from bench._saga_floor import SagaFloor
+from bench._saga_throughput import SAGA_SUITE, SagaThroughput
+from bench._section import Progress, Section, SectionOutcome, merge, unavailable
+from bench._throughput import Throughput
+from bench._transport_bench import STREAM_BACKENDS, TRANSPORT_SECTION, TRANSPORT_SUITE, TransportRate
+from bench._workload import SHORT_IDS, membership, new_namespace, opened
+from conformance.backends import COMMIT_BACKENDS, SAGA_BACKENDS, BackendSpec, SagaBackendSpec
 from impls.api import SystemClock
 from impls.commit import MessageCommitter
-
-TRANSPORT_SUITE = "transport"  # its section: conformance/bench/_transport_bench.py
 
 STEPS_PER_SECOND_TARGETS = {"memory": 1000.0, "redis": 400.0, "cql": 40.0}
 FLOOR_RATIO_TARGET = 50.0  # percent: a fresh Redis commit vs the same round trips of EVALSHA
 RATE_SLICES = 10  # a commit-rate run alternates floor and Ratchet this many times
 
-Progress = Callable[[str], None]
 T = TypeVar("T")
 
 
@@ -76,13 +75,14 @@ class BenchReport:
     servers: dict[str, str]  # backend -> server version
     unavailable: dict[str, str]  # backend -> why
     errors: dict[str, str]  # "section backend" -> what went wrong
-    throughput: tuple[Throughput, ...]
-    costs: tuple[CommitCost, ...]
-    rates: tuple[CommitRate, ...]
-    floors: tuple[Floor, ...]
-    footprints: tuple[Footprint, ...]
     targets: tuple[TargetCheck, ...]
     elapsed_s: float
+    # The sections' figures (``SectionOutcome.figures`` keys are these names).
+    throughput: tuple[Throughput, ...] = ()
+    costs: tuple[CommitCost, ...] = ()
+    rates: tuple[CommitRate, ...] = ()
+    floors: tuple[Floor, ...] = ()
+    footprints: tuple[Footprint, ...] = ()
     saga_throughput: tuple[SagaThroughput, ...] = ()
     saga_costs: tuple[SagaUnitCost, ...] = ()
     saga_rates: tuple[SagaUnitRate, ...] = ()
@@ -112,6 +112,21 @@ class BenchReport:
         return 0
 
 
+#: The report fields sections fill (every ``SectionOutcome.figures`` key is one of them).
+FIGURE_FIELDS = (
+    "throughput",
+    "costs",
+    "rates",
+    "floors",
+    "footprints",
+    "saga_throughput",
+    "saga_costs",
+    "saga_rates",
+    "saga_floors",
+    "transport_rates",
+)
+
+
 def _chosen(options: BenchOptions) -> tuple[list[str], list[BackendSpec], list[SagaBackendSpec], list[str]]:
     """The commit suites, commit backends and saga backends of ``options``, and the backends named
     that no chosen suite runs on (skipped). ``ValueError`` for an unknown suite or backend name, or
@@ -132,17 +147,6 @@ def _chosen(options: BenchOptions) -> tuple[list[str], list[BackendSpec], list[S
         names, suites = ",".join(options.backends), ",".join(options.suites)
         raise ValueError(f"no backend of {names} runs suites {suites}")
     return commit_suites, commit, saga, [n for n in options.backends if n not in running]
-
-
-def _unavailable(spec: BackendSpec) -> str | None:
-    if spec.service is None:
-        return None
-    from conformance import services
-
-    reason = services.probe(spec.service)
-    if reason is None:
-        return None
-    return f"{reason} (start it with: scripts/services up {spec.service})"
 
 
 async def _rate_and_floor(
@@ -235,20 +239,10 @@ def _measure_throughput(spec: BackendSpec, suite: str, options: BenchOptions, sa
     )
 
 
-def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchReport:
-    """Run every section on every available backend of ``options``; never raises for a backend
-    that is down or a section that fails (see ``BenchReport.errors``). ``ValueError`` for an unknown
-    backend or suite name."""
-    say: Progress = progress if progress is not None else (lambda line: None)
-    commit_suites, specs, saga_specs, skipped = _chosen(options)  # ValueError before anything runs
-    if options.runs < 1:
-        raise ValueError("runs must be >= 1")
-    if options.backends != ALL_BACKENDS:  # the default names every backend: skipping is expected
-        for name in skipped:
-            say(f"{name}: skipped (not a backend of suites {','.join(options.suites)})")
-    started = time.perf_counter()
-    load_at_start = load_average()
-    unavailable: dict[str, str] = {}
+def _commit_side(options: BenchOptions, say: Progress) -> SectionOutcome:
+    """The commit sections on every available commit backend of ``options``."""
+    commit_suites, specs, _, _ = _chosen(options)
+    unavailable_: dict[str, str] = {}
     errors: dict[str, str] = {}
     servers: dict[str, str] = {}
     throughput: list[Throughput] = []
@@ -261,9 +255,9 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchR
         return guard(errors, say, section, spec.name, body)
 
     for spec in specs:
-        reason = _unavailable(spec)
+        reason = unavailable(spec.service)
         if reason is not None:
-            unavailable[spec.name] = reason
+            unavailable_[spec.name] = reason
             say(f"{spec.name}: unavailable: {reason}")
             continue
         for suite in commit_suites:
@@ -287,39 +281,55 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchR
             if found is not None:
                 footprints.extend(found)
                 say("redis footprint: measured")
-    saga = run_saga(options, saga_specs, say) if saga_specs else SagaSections()
-    transport: tuple[TransportRate, ...] = ()
-    if TRANSPORT_SUITE in options.suites:
-        transport = run_transport(
-            options.backends, options.runs, options.rate_seconds, say, errors, unavailable
-        )
+    figures = {
+        "throughput": tuple(throughput),
+        "costs": tuple(costs),
+        "rates": tuple(rates),
+        "floors": tuple(floors),
+        "footprints": tuple(footprints),
+    }
+    return SectionOutcome(figures, servers, unavailable_, errors)
 
+
+COMMIT_SECTION = Section(
+    "commit", lambda options: any(s in COMMIT_SUITES for s in options.suites), _commit_side
+)
+
+#: Every side of the bench, in the order they run.
+SECTIONS: tuple[Section, ...] = (COMMIT_SECTION, SAGA_SECTION, TRANSPORT_SECTION)
+
+
+def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchReport:
+    """Run every section on every available backend of ``options``; never raises for a backend
+    that is down or a section that fails (see ``BenchReport.errors``). ``ValueError`` for an unknown
+    backend or suite name."""
+    say: Progress = progress if progress is not None else (lambda line: None)
+    _, _, _, skipped = _chosen(options)  # ValueError before anything runs
+    if options.runs < 1:
+        raise ValueError("runs must be >= 1")
+    if options.backends != ALL_BACKENDS:  # the default names every backend: skipping is expected
+        for name in skipped:
+            say(f"{name}: skipped (not a backend of suites {','.join(options.suites)})")
+    started = time.perf_counter()
+    load_at_start = load_average()
+    merged = merge([section.run(options, say) for section in SECTIONS if section.applies(options)])
     report = BenchReport(
         options=options,
         machine=machine(load_at_start),
-        servers={**servers, **saga.servers},
-        unavailable={**unavailable, **saga.unavailable},
-        errors={**errors, **saga.errors},
-        throughput=tuple(throughput),
-        costs=tuple(costs),
-        rates=tuple(rates),
-        floors=tuple(floors),
-        footprints=tuple(footprints),
+        servers=dict(merged.servers),
+        unavailable=dict(merged.unavailable),
+        errors=dict(merged.errors),
         targets=(),
         elapsed_s=0.0,
-        saga_throughput=saga.throughput,
-        saga_costs=saga.costs,
-        saga_rates=saga.rates,
-        saga_floors=saga.floors,
-        transport_rates=transport,
+        **{field: merged.figures.get(field, ()) for field in FIGURE_FIELDS},
     )
     return attrs.evolve(report, targets=targets(report), elapsed_s=time.perf_counter() - started)
 
 
 def targets(report: BenchReport) -> tuple[TargetCheck, ...]:
-    """Issue 9's targets, each against the median of its figure; n/a where it was not measured."""
+    """The bench's targets, each against the median of its figure; n/a where it was not measured."""
     checks: list[TargetCheck] = []
-    # Every target is a commit-side figure: issue 9 states none for sagas.
+    # Every target is a commit-side figure: none is set for sagas.
     chosen = report.options.backends if any(s in COMMIT_SUITES for s in report.options.suites) else ()
     for backend, floor in STEPS_PER_SECOND_TARGETS.items():
         if backend not in chosen:

@@ -9,7 +9,8 @@ from conformance.backends import COMMIT_BACKENDS, SAGA_BACKENDS
 ALL_BACKENDS = tuple(dict.fromkeys((*COMMIT_BACKENDS, *SAGA_BACKENDS)))  # + sqlite, postgres, mysql
 COMMIT_SUITES = ("store", "commit")
 # The default leaves the saga side out: with it, a --quick run took 121 s on this 2-core machine
-# under a load average of 5 (commit side 47 s, saga side 75 s), over issue 9's two minutes.
+# under a load average of 5 (commit side 47 s, saga side 75 s), over the two minutes a quick run is
+# meant to take.
 SUITES = COMMIT_SUITES
 
 

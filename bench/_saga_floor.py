@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from conformance.bench._figures import Spread, Stopwatch
+from bench._figures import Spread, Stopwatch
 
 FLOOR_TABLE = "ratchet_bench_floor"
 TRIVIAL_STATEMENTS = 3  # BEGIN, SELECT 1, COMMIT

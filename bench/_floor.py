@@ -26,7 +26,7 @@ from typing import Any, Protocol
 
 import attrs
 
-from conformance.bench._figures import Spread, Stopwatch
+from bench._figures import Spread, Stopwatch
 
 Operation = Callable[[], Awaitable[None]]
 TRIVIAL_SCRIPT = "return 1"

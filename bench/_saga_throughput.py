@@ -20,11 +20,11 @@ from typing import cast
 
 import attrs
 
+from bench._figures import Spread
+from bench._saga_seam import SagaMeters
+from bench._throughput import bench_run, run_share
 from conformance._suites import BackendUnderTest
 from conformance.backends import SagaBackendSpec, load_object
-from conformance.bench._figures import Spread
-from conformance.bench._saga_seam import SagaMeters
-from conformance.bench._throughput import bench_run, run_share
 from impls.saga import SagaBackendFactory
 
 SAGA_SUITE = "saga"

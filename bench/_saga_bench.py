@@ -1,10 +1,10 @@
-"""The saga side of one bench run: every saga section on every chosen saga backend.
+"""The saga side of one bench run (``SAGA_SECTION``): every saga measurement on every chosen saga backend.
 
 Order per backend, as on the commit side (``_bench``): is its server up (if not: *unavailable*,
 skipped) -> harness throughput of the ``saga`` suite -> unit cost -> unit rates alternated slice
 by slice with the raw SQL floor of the same driver (``_saga_floor``), so that both see the same
-machine load. A section that fails on one backend is recorded as an error and the bench goes on.
-Issue 9 states no saga targets, so nothing here is checked against one.
+machine load. A measurement that fails on one backend is recorded as an error and the bench goes
+on. No target is set for sagas, so nothing here is checked against one.
 """
 
 from __future__ import annotations
@@ -15,11 +15,10 @@ from typing import TYPE_CHECKING, TypeVar
 
 import attrs
 
-from conformance.backends import SAGA_BACKENDS, SagaBackendSpec
-from conformance.bench import _saga_throughput
-from conformance.bench._figures import Spread, Tally
-from conformance.bench._guard import guarded as guard
-from conformance.bench._saga_cost import (
+from bench import _saga_throughput
+from bench._figures import Spread, Tally
+from bench._guard import guarded as guard
+from bench._saga_cost import (
     COMMAND,
     RATED_UNITS,
     START,
@@ -28,15 +27,16 @@ from conformance.bench._saga_cost import (
     measure_cost,
     start_loop,
 )
-from conformance.bench._saga_floor import SagaFloor, SagaFloorProbe, SqlFloor, open_sql_floor, sync_timed_loop
-from conformance.bench._saga_throughput import SagaThroughput, saga_factory
-from conformance.bench._saga_workload import command_for, opened, participant, ready_orchestrator
-from conformance.bench._workload import new_namespace
+from bench._saga_floor import SagaFloor, SagaFloorProbe, SqlFloor, open_sql_floor, sync_timed_loop
+from bench._saga_throughput import SAGA_SUITE, SagaThroughput, saga_factory
+from bench._saga_workload import command_for, opened, participant, ready_orchestrator
+from bench._section import Progress, Section, SectionOutcome, unavailable
+from bench._workload import new_namespace
+from conformance.backends import SAGA_BACKENDS, SagaBackendSpec
 
 if TYPE_CHECKING:
-    from conformance.bench._options import BenchOptions
+    from bench._options import BenchOptions
 
-Progress = Callable[[str], None]
 T = TypeVar("T")
 RATE_SLICES = 10  # a unit-rate run alternates floor and Ratchet this many times
 FIRST_COMMANDS = 64  # commands made for the first slice, before its rate is known
@@ -53,32 +53,10 @@ class SagaUnitRate:
     floor_ratio_percent: Spread | None  # per run: Ratchet / floor * 100
 
 
-@attrs.frozen
-class SagaSections:
-    throughput: tuple[SagaThroughput, ...] = ()
-    costs: tuple[SagaUnitCost, ...] = ()
-    rates: tuple[SagaUnitRate, ...] = ()
-    floors: tuple[SagaFloor, ...] = ()
-    servers: dict[str, str] = attrs.field(factory=dict)
-    unavailable: dict[str, str] = attrs.field(factory=dict)
-    errors: dict[str, str] = attrs.field(factory=dict)
-
-
 def saga_spec(name: str) -> SagaBackendSpec:
     if name not in SAGA_BACKENDS:
         raise ValueError(f"unknown saga backend {name!r}; known: {', '.join(SAGA_BACKENDS)}")
     return SAGA_BACKENDS[name]
-
-
-def _unavailable(spec: SagaBackendSpec) -> str | None:
-    if spec.service is None:
-        return None
-    from conformance import services
-
-    reason = services.probe(spec.service)
-    if reason is None:
-        return None
-    return f"{reason} (start it with: scripts/services up {spec.service})"
 
 
 class _Slices:
@@ -181,11 +159,12 @@ def _rates(
     return rates, found_floor
 
 
-def run_saga(options: BenchOptions, specs: list[SagaBackendSpec], progress: Progress) -> SagaSections:
-    """Every saga section on every available backend of ``specs``; never raises for a backend
-    that is down or a section that fails (see ``SagaSections.errors``)."""
+def run_saga(options: BenchOptions, progress: Progress) -> SectionOutcome:
+    """Every saga measurement on every available saga backend of ``options``; never raises for a
+    backend that is down or a measurement that fails (see ``SectionOutcome.errors``)."""
     say = progress
-    unavailable: dict[str, str] = {}
+    specs = [SAGA_BACKENDS[name] for name in options.backends if name in SAGA_BACKENDS]
+    unavailable_: dict[str, str] = {}
     errors: dict[str, str] = {}
     servers: dict[str, str] = {}
     throughput: list[SagaThroughput] = []
@@ -208,9 +187,9 @@ def run_saga(options: BenchOptions, specs: list[SagaBackendSpec], progress: Prog
         )
 
     for spec in specs:
-        reason = _unavailable(spec)
+        reason = unavailable(spec.service)
         if reason is not None:
-            unavailable[spec.name] = reason
+            unavailable_[spec.name] = reason
             say(f"{spec.name}: unavailable: {reason}")
             continue
         measured = guarded("saga-throughput", spec, partial(measure_throughput, spec))
@@ -227,12 +206,13 @@ def run_saga(options: BenchOptions, specs: list[SagaBackendSpec], progress: Prog
             if pair[1] is not None:
                 floors.append(pair[1])
                 servers[spec.name] = pair[1].server
-    return SagaSections(
-        throughput=tuple(throughput),
-        costs=tuple(costs),
-        rates=tuple(rates),
-        floors=tuple(floors),
-        servers=servers,
-        unavailable=unavailable,
-        errors=errors,
-    )
+    figures = {
+        "saga_throughput": tuple(throughput),
+        "saga_costs": tuple(costs),
+        "saga_rates": tuple(rates),
+        "saga_floors": tuple(floors),
+    }
+    return SectionOutcome(figures, servers, unavailable_, errors)
+
+
+SAGA_SECTION = Section("saga", lambda options: SAGA_SUITE in options.suites, run_saga)

@@ -1,6 +1,6 @@
 """Saga unit cost per backend: transactions, port calls and SQL statements per unit; units per second.
 
-A unit is one atomic unit of the saga contract: one local transaction of the runtime (seed 002,
+A unit is one atomic unit of the saga contract: one local transaction of the runtime (the saga contract,
 S-ORCH-02, S-PART-01, S-TX-01), a database-rolled-back attempt retried at most as ``run_unit`` says.
 Two representative units, each fresh and replayed:
 
@@ -30,18 +30,18 @@ from functools import partial
 
 import attrs
 
-from conformance.backends import SagaBackendSpec
-from conformance.bench._figures import Spread, Stopwatch
-from conformance.bench._saga_seam import MeteredSagaBackend, SagaMeters
-from conformance.bench._saga_throughput import saga_factory
-from conformance.bench._saga_workload import (
+from bench._figures import Spread, Stopwatch
+from bench._saga_seam import MeteredSagaBackend, SagaMeters
+from bench._saga_throughput import saga_factory
+from bench._saga_workload import (
     command_for,
     opened,
     participant,
     ready_orchestrator,
     start_request,
 )
-from conformance.bench._workload import new_namespace
+from bench._workload import new_namespace
+from conformance.backends import SagaBackendSpec
 from conformance.saga._world import ORCHESTRATOR
 from impls.saga import Orchestrator, Participant
 from model.saga import AlreadyExists, CommandEnvelope, CommandProcessed, Decision, DuplicateCommand, Started

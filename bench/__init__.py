@@ -11,15 +11,16 @@ Sections, each figure the median of several runs with min/max and quartiles (``_
    commit and resume from each durable stage; commits per second on one connection;
 3. the raw floor (``_floor``): a trivial request on each server, measured alternately with the
    commit rate, and Ratchet's rate as a share of it;
-4. the Redis commit-hash footprint (``_redis_footprint``) against the seed's 552 B;
+4. the Redis commit-hash footprint (``_redis_footprint``) against the contract's 552 B;
 5. saga harness throughput (``_saga_throughput``): the ``saga`` suite on each saga backend, behind
    the saga timing seam (``_saga_seam``: time inside the ``SagaBackend`` port);
 6. saga unit cost (``_saga_cost``): transactions, port calls and SQL statements per start (the
    orchestrator) and per command (a participant), fresh and replayed;
 7. saga units per second on one connection, alternated with the raw SQL floor of the same driver
-   (``_saga_floor``), and Ratchet's rate as a share of it. Issue 9 states no saga targets.
+   (``_saga_floor``), and Ratchet's rate as a share of it. No target is set for sagas.
 
-``_bench`` runs the sections (the saga ones through ``_saga_bench``) and checks issue 9's targets;
+``_bench`` runs the sections (``_section.Section``: the commit side, the saga side through
+``_saga_bench``, the transports through ``_transport_bench``) and checks the targets;
 ``_table`` prints and writes JSON. A backend whose server is down is reported as unavailable.
 Benchmarks are not tests: nothing here asserts a timing; tests/conformance/test_bench.py and
 test_saga_bench.py only check that every figure is produced.
@@ -41,8 +42,8 @@ import attrs
 from conformance.cli import Subcommand, UsageError, register_subcommand
 
 if TYPE_CHECKING:
-    from conformance.bench._bench import BenchOptions, BenchReport, run_bench
-    from conformance.bench._table import render, to_json, write_json
+    from bench._bench import BenchOptions, BenchReport, run_bench
+    from bench._table import render, to_json, write_json
 
 
 def _csv(value: str) -> tuple[str, ...]:
@@ -76,7 +77,7 @@ def _configure(parser: argparse.ArgumentParser) -> None:
 
 
 def options_from(args: argparse.Namespace) -> BenchOptions:
-    from conformance.bench._bench import BenchOptions
+    from bench._bench import BenchOptions
 
     options = BenchOptions.preset(quick=args.quick)
     if args.backend is not None:
@@ -97,8 +98,8 @@ def options_from(args: argparse.Namespace) -> BenchOptions:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from conformance.bench._bench import run_bench
-    from conformance.bench._table import render, write_json
+    from bench._bench import run_bench
+    from bench._table import render, write_json
 
     options = options_from(args)
 
@@ -127,12 +128,12 @@ BENCH = register_subcommand(
 
 
 _EXPORTS = {
-    "BenchOptions": "conformance.bench._bench",
-    "BenchReport": "conformance.bench._bench",
-    "run_bench": "conformance.bench._bench",
-    "render": "conformance.bench._table",
-    "to_json": "conformance.bench._table",
-    "write_json": "conformance.bench._table",
+    "BenchOptions": "bench._bench",
+    "BenchReport": "bench._bench",
+    "run_bench": "bench._bench",
+    "render": "bench._table",
+    "to_json": "bench._table",
+    "write_json": "bench._table",
 }
 
 __all__ = [
@@ -150,5 +151,5 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
-        raise AttributeError(f"module 'conformance.bench' has no attribute {name!r}")
+        raise AttributeError(f"module 'bench' has no attribute {name!r}")
     return getattr(importlib.import_module(module), name)
