@@ -120,9 +120,10 @@ nasaga-host:
 
 # The saga suite on the real nasaga runtime (PostgreSQL) and the transport suite on nasaga's Redis
 # Streams connector (12 examples under ci, about a minute), in its host; one run, one report.
+# nasaga-mysql is left out: nasaga cannot run on MariaDB (docs/nasaga-findings.md, N-02).
 conformance-nasaga: venv nasaga-host
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --suite saga,transport --backend nasaga-pg,nasaga-redis-stream --profile $(PROFILE) \
+	$(BIN)/conformance run --suite saga,transport --backend built,-nasaga-mysql --profile $(PROFILE) \
 		$(SEED_FLAG) --junit $(REPORTS)/conformance-nasaga.xml --report $(REPORTS)/conformance-nasaga.json
 
 # Services are started first so that a missing server fails the run in CI instead of skipping.
