@@ -125,6 +125,20 @@ class NamespaceOwner(Protocol):
 
 
 @runtime_checkable
+class DeclaresInternals(Protocol):
+    """Optional: the text a store's internals are made of, which must never cross its boundary.
+
+    ``internal_text`` holds fragments of the backend's own vocabulary — key prefixes, table and
+    keyspace names, script and statement fragments, its driver's exception names — that an error's
+    ``detail`` may never contain (C-ERR-01). The conformance harness scans every
+    ``MessageStoreError`` it sees for these, for the namespace and for the common drivers' own text.
+    """
+
+    @property
+    def internal_text(self) -> frozenset[str]: ...
+
+
+@runtime_checkable
 class MembershipDirectory(Protocol):
     """Current conversation membership: sender admission and history authorization (C-PRE-05)."""
 

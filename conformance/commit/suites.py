@@ -102,8 +102,11 @@ def _common_targets(
     targets = {f"step:{name}": "this rule never ran" for name in step_names(machine)}
     targets.update({f"stage:{s.name}": f"no commit reached {s.name}" for s in CommitStage})
     targets.update({f"rule:{r}": f"no step exercised {r}" for r in rules})
-    if stats.details.get("wire") == "True":  # the rule CommitTarget.specialise adds
+    if stats.details.get("wire") == "True":  # the rules CommitTarget.specialise adds
         targets["step:arm_wire_fault"] = "this rule never ran"
+        targets["step:readiness_partitioned"] = "this rule never ran"
+        targets["readiness-refused:partition"] = "readiness was never asked with the server partitioned"
+    targets["error-detail-scanned"] = "no store error's detail was scanned for backend text (C-ERR-01)"
     return targets
 
 
@@ -149,6 +152,7 @@ def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
             f"no key with an outbox entry unknown to the store (after {why}) was committed with that entry"
         )
     targets["readiness-refused:outbox-down"] = "readiness was never asked while the outbox was down"
+    targets["quota-exhausted"] = "no send met the suite's quota exhausted (C-PRE-08)"
     targets["outbox-republish-probed"] = "no committed key was published again at quiescence"
     if stats.details.get("outbox_lists_entries") == "True":
         targets["outbox-entries-audited"] = "the outbox's listing was never compared with its ledger"

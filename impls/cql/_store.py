@@ -81,7 +81,7 @@ from impls.cql._codec import (
     rows_by_clustering,
     sequence_from_row,
 )
-from impls.cql._schema import CONVERSATION_SEQUENCE, MESSAGE_SEQUENCE, Statement
+from impls.cql._schema import CONVERSATION_SEQUENCE, INTERNAL_TEXT, MESSAGE_SEQUENCE, Statement
 from impls.cql._session import CqlSettings, Keyspace, open_keyspace
 from model.commit import (
     MAX_SCAN_ITEMS,
@@ -200,6 +200,8 @@ class CqlMessageStore:
         self._gates_loop: asyncio.AbstractEventLoop | None = None
         self.round_trips = 0
         self._written = _namespaces.Written()  # the partitions to delete in drop_namespace
+
+    internal_text = INTERNAL_TEXT  # C-ERR-01 (impls/cql/_schema.py)
 
     @property
     def capabilities(self) -> StoreCapabilities:

@@ -107,6 +107,11 @@ class MemoryMessageStore:
         self._history: dict[_ConversationRef, dict[int, _HistoryItem]] = {}
         self._recovery: dict[CommitKey, CommitIntent] = {}  # the recovery candidates (C-POST-02)
 
+    #: C-ERR-01: the names of this store's tables, which no error detail may carry.
+    internal_text = frozenset(
+        {"_commits", "_message_seq", "_conversation_seq", "_history", "_recovery", "_HistoryItem", "KeyError"}
+    )
+
     @property
     def capabilities(self) -> StoreCapabilities:
         return _CAPABILITIES

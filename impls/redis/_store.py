@@ -20,6 +20,7 @@ from impls.redis import _codec, _scripts
 from impls.redis._gateway import Gateway
 from impls.redis._keys import (
     ALL_NAMESPACES,
+    INTERNAL_TEXT,
     Keys,
     addressable,
     key_of_member,
@@ -123,6 +124,8 @@ class RedisMessageStore:
         self._keys = Keys(namespace)
         self._membership = membership
         self._last_wire: tuple[CommitIntent, _IntentWire] | None = None
+
+    internal_text = INTERNAL_TEXT  # C-ERR-01 (impls/redis/_keys.py)
 
     @property
     def capabilities(self) -> StoreCapabilities:

@@ -1,0 +1,72 @@
+"""Issue 15's checks each catch their planted store (examples/edge_stores.py) with the right rule,
+a short program and a failure file that replays; the shipped store the example changed does not
+reproduce. Seeds and example counts are small and fixed, so each case costs a few seconds."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from conformance import FailureFile, Report, Verdict, replay, run_conformance
+from examples.edge_stores import EDGE_STORES
+
+# factory -> (seed, examples, the shipped store the example is a change of); six steps an example
+# keep the shrinking short
+RUNS = {
+    "leaks_script_text": (3, 60, "impls.redis:open_fakeredis_store"),
+    "noop_readiness": (3, 60, "impls.redis:open_redis_store"),
+}
+STEPS = 6
+
+RunEdge = Callable[[str], Report]
+
+
+def _cases() -> list[object]:
+    return [
+        pytest.param(
+            factory, rule_id, id=factory, marks=[pytest.mark.service(service)] if service is not None else []
+        )
+        for factory, (service, _, rule_id) in sorted(EDGE_STORES.items())
+    ]
+
+
+@pytest.fixture(scope="module")
+def run_edge(tmp_path_factory: pytest.TempPathFactory) -> RunEdge:
+    reports: dict[str, Report] = {}
+
+    def run(factory: str) -> Report:
+        if factory not in reports:
+            service, suite, _ = EDGE_STORES[factory]
+            seed, examples, _ = RUNS[factory]
+            reports[factory] = run_conformance(
+                f"examples.edge_stores:{factory}",
+                backend=factory,
+                suites=(suite,),
+                seed=seed,
+                examples=examples,
+                steps=STEPS,
+                service=service,
+                failure_dir=tmp_path_factory.mktemp(factory),
+                database_dir=None,
+            )
+        return reports[factory]
+
+    return run
+
+
+@pytest.mark.parametrize(("factory", "rule_id"), _cases())
+def test_an_edge_bug_is_caught_with_its_rule_and_replays(
+    factory: str, rule_id: str, run_edge: RunEdge
+) -> None:
+    report = run_edge(factory)
+    (result,) = report.results
+    assert result.verdict is Verdict.VIOLATION, report.details()
+    assert result.failure is not None and result.failure.rule_id == rule_id, report.details()
+    assert 1 <= len(result.failure.program) <= 8, report.details()
+    assert result.failure.failure_file is not None
+    saved = FailureFile.read(result.failure.failure_file)
+    replayed = replay(saved)
+    assert replayed.reproduced and replayed.same_rule, replayed.describe()
+    shipped = replay(saved, overrides={"store": RUNS[factory][2]})
+    assert not shipped.reproduced, shipped.describe()
