@@ -8,6 +8,8 @@ leaks_script_text          (none)     C-ERR-01   a conflict's detail carries the
                                                  the namespace-only scan passed it)
 noop_readiness             redis      C-PRE-06   ``readiness`` returns at once and never reaches
                                                  the server (caught with the server partitioned)
+reply_in_32_bits           (none)     C-ERR-01   keeps ``reply_to`` in a 32-bit field: a legal reply
+                                                 id of 2**63-1 overflows (``struct.error`` escapes)
 =========================  =========  =========  ====================================================
 
 Run one::
@@ -20,7 +22,10 @@ Run one::
 
 from __future__ import annotations
 
+import struct
+
 from impls.api import MembershipDirectory
+from impls.memory import MemoryMessageStore
 from impls.redis import RedisMessageStore, fakeredis_client, redis_client
 from impls.redis._keys import member
 from model.commit import (
@@ -57,6 +62,17 @@ class NoopReadiness(RedisMessageStore):
         return None
 
 
+class ReplyIn32Bits(MemoryMessageStore):
+    """C-ERR-01: a reply id packed into 32 bits, as a store with an INT column would."""
+
+    async def reserve(
+        self, request: AuthenticatedSend, delivery: FrozenDeliveryInput, candidate: ReserveCandidate
+    ) -> ReserveResult:
+        if request.reply_to is not None:
+            struct.pack(">i", request.reply_to)  # the column's width
+        return await super().reserve(request, delivery, candidate)
+
+
 async def leaks_script_text(namespace: str, membership: MembershipDirectory) -> RedisMessageStore:
     return LeaksScriptText(fakeredis_client(), namespace, membership)
 
@@ -67,7 +83,12 @@ async def noop_readiness(
     return NoopReadiness(redis_client(endpoint), namespace, membership)
 
 
+async def reply_in_32_bits(namespace: str, membership: MembershipDirectory) -> MemoryMessageStore:
+    return ReplyIn32Bits(namespace, membership)
+
+
 EDGE_STORES: dict[str, tuple[str | None, str, str]] = {
+    "reply_in_32_bits": (None, "store", "C-ERR-01"),
     "leaks_script_text": (None, "store", "C-ERR-01"),
     "noop_readiness": ("redis", "store", "C-PRE-06"),
 }

@@ -26,6 +26,7 @@ from conformance._faults import (
 from conformance._machine import ConformanceMachine, SuiteStats, step_names
 from conformance._suites import BackendUnderTest, Family, Suite, register_family, register_suite
 from conformance.backends import COMMIT_BACKENDS
+from conformance.commit._edge_rules import EDGE_TARGETS
 from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_DOWN, OUTBOX_FAILED
 from conformance.commit._target import CommitTarget
 from conformance.wire import PARTITION, WIRE_REPLY_LOST, WIRE_RESET_BEFORE, WIRE_STALL
@@ -126,7 +127,9 @@ def store_targets(stats: SuiteStats) -> Mapping[str, str]:
     atomic = _capabilities(stats).atomic_publish_and_commit
     rules = STORE_RULES + (ATOMIC_STORE_RULES if atomic else TWO_STEP_STORE_RULES)
     # fault:<kind> targets are the runner's, from the suite's kinds (conformance._faults.fault_targets)
-    return _common_targets(stats, _store_machine(), rules)
+    targets = _common_targets(stats, _store_machine(), rules)
+    targets.update({t: "no step drew this value at the contract's edge" for t in EDGE_TARGETS})
+    return targets
 
 
 def commit_targets(stats: SuiteStats) -> Mapping[str, str]:

@@ -110,11 +110,11 @@ from model.commit import (
     StoreErrorKind,
     TenantId,
     TimestampMillis,
-    delivery_problem,
     history_query_problem,
     identity_matches,
     request_problem,
     reserve_identity_digest,
+    reserve_problem,
 )
 
 # Rounds of read-judge-write per transition: stages advance at most three times, plus settles.
@@ -308,7 +308,7 @@ class CqlMessageStore:
     ) -> ReserveResult:
         """C-POST-01, C-POST-02, C-PRE-02, C-PRE-03, C-ERR-04: one conditional batch per new key."""
         key = request.commit_key
-        problem = request_problem(request) or delivery_problem(request, delivery)
+        problem = reserve_problem(request, delivery, candidate)
         if problem is None and candidate.record != MessageRecord.from_send(request):
             problem = "candidate record is not the canonical record of the request"
         if problem is not None:

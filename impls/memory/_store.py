@@ -45,11 +45,11 @@ from model.commit import (
     TenantId,
     TimestampMillis,
     UserId,
-    delivery_problem,
     history_query_problem,
     identity_matches,
     request_problem,
     reserve_identity_digest,
+    reserve_problem,
 )
 
 _CAPABILITIES = StoreCapabilities(atomic_publish_and_commit=True)
@@ -133,7 +133,7 @@ class MemoryMessageStore:
     ) -> ReserveResult:
         """C-POST-01, C-POST-02, C-PRE-02, C-PRE-03, C-ERR-04: allocate once per key."""
         key = request.commit_key
-        problem = request_problem(request) or delivery_problem(request, delivery)
+        problem = reserve_problem(request, delivery, candidate)
         if problem is None and candidate.record != MessageRecord.from_send(request):
             problem = "candidate record is not the canonical record of the request"
         if problem is not None:

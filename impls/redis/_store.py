@@ -52,11 +52,11 @@ from model.commit import (
     StoreErrorKind,
     TimestampMillis,
     UserId,
-    delivery_problem,
     history_query_problem,
     identity_matches,
     request_problem,
     reserve_identity_digest,
+    reserve_problem,
 )
 
 _CAPABILITIES = StoreCapabilities(atomic_publish_and_commit=True)
@@ -150,7 +150,7 @@ class RedisMessageStore:
         reservation and still answer ``ReserveCreated``.
         """
         key = request.commit_key
-        problem = request_problem(request) or delivery_problem(request, delivery)
+        problem = reserve_problem(request, delivery, candidate)
         if problem is None and candidate.record != MessageRecord.from_send(request):
             problem = "candidate record is not the canonical record of the request"
         if problem is not None:

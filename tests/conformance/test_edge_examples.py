@@ -16,6 +16,7 @@ from examples.edge_stores import EDGE_STORES
 RUNS = {
     "leaks_script_text": (3, 60, "impls.redis:open_fakeredis_store"),
     "noop_readiness": (3, 60, "impls.redis:open_redis_store"),
+    "reply_in_32_bits": (2, 60, "impls.memory:open_store"),
 }
 STEPS = 6
 
