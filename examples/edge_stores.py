@@ -10,6 +10,10 @@ noop_readiness             redis      C-PRE-06   ``readiness`` returns at once a
                                                  the server (caught with the server partitioned)
 reply_in_32_bits           (none)     C-ERR-01   keeps ``reply_to`` in a 32-bit field: a legal reply
                                                  id of 2**63-1 overflows (``struct.error`` escapes)
+seq_read_unguarded         (none)     C-ERR-01   a fast path reads the message sequence number
+                                                 with ``int()`` outside the codec's guard: a
+                                                 corrupted commit hash raises ``ValueError``
+                                                 instead of CORRUPT
 =========================  =========  =========  ====================================================
 
 Run one::
@@ -30,7 +34,10 @@ from impls.redis import RedisMessageStore, fakeredis_client, redis_client
 from impls.redis._keys import member
 from model.commit import (
     AuthenticatedSend,
+    CommitKey,
+    ConversationId,
     FrozenDeliveryInput,
+    LoadedCommit,
     MessageStoreError,
     ReserveCandidate,
     ReserveResult,
@@ -73,6 +80,21 @@ class ReplyIn32Bits(MemoryMessageStore):
         return await super().reserve(request, delivery, candidate)
 
 
+class SeqReadUnguarded(RedisMessageStore):
+    """C-ERR-01: a corrupted coordinates field escapes as ``ValueError`` (the caught form is CORRUPT)."""
+
+    async def load_commit(self, key: CommitKey, conversation_id: ConversationId) -> LoadedCommit | None:
+        raw = await self.read_raw(key)
+        coordinates = raw.get("c") if raw is not None else None
+        if isinstance(coordinates, bytes):
+            int(coordinates.split(b":")[0])  # the message sequence number, decoded by hand
+        return await super().load_commit(key, conversation_id)
+
+
+async def seq_read_unguarded(namespace: str, membership: MembershipDirectory) -> RedisMessageStore:
+    return SeqReadUnguarded(fakeredis_client(), namespace, membership)
+
+
 async def leaks_script_text(namespace: str, membership: MembershipDirectory) -> RedisMessageStore:
     return LeaksScriptText(fakeredis_client(), namespace, membership)
 
@@ -89,6 +111,7 @@ async def reply_in_32_bits(namespace: str, membership: MembershipDirectory) -> M
 
 EDGE_STORES: dict[str, tuple[str | None, str, str]] = {
     "reply_in_32_bits": (None, "store", "C-ERR-01"),
+    "seq_read_unguarded": (None, "store", "C-ERR-01"),
     "leaks_script_text": (None, "store", "C-ERR-01"),
     "noop_readiness": ("redis", "store", "C-PRE-06"),
 }

@@ -8,6 +8,7 @@ Only ``MessageStoreError`` may leave a ``MessageStore`` method (C-ERR-01).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -136,6 +137,23 @@ class DeclaresInternals(Protocol):
 
     @property
     def internal_text(self) -> frozenset[str]: ...
+
+
+@runtime_checkable
+class StoreInspector(Protocol):
+    """Optional: one commit key's stored form, read and written raw, bypassing the store's codec.
+
+    ``read_raw`` returns the fields the backend holds for the key's commit record as it holds them
+    (a Redis hash: field name -> bytes; a CQL or SQL row: column -> the column's value; the memory
+    store: attribute -> value), or None when there is none. ``write_raw`` replaces that record
+    wholesale with ``fields``, values of the same types, and nothing else. The conformance harness
+    uses it to compare the stored form with the model and to plant malformed data, which every read
+    of the key must then refuse with ``MessageStoreError(CORRUPT)`` (docs/backend-authors.md).
+    """
+
+    async def read_raw(self, key: CommitKey) -> dict[str, object] | None: ...
+
+    async def write_raw(self, key: CommitKey, fields: Mapping[str, object]) -> None: ...
 
 
 @runtime_checkable

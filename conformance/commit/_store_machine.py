@@ -29,6 +29,7 @@ from conformance._faults import FAILED_BEFORE, RESPONSE_LOST
 from conformance._machine import ConformanceMachine, step
 from conformance._outage import bounded
 from conformance.commit import _vocabulary as v
+from conformance.commit._corrupt_rules import CorruptRules
 from conformance.commit._edge_rules import EdgeRules
 from conformance.commit._oracle import HaltExample, ObservedStore, StoreOracle
 from conformance.commit._target import CommitTarget
@@ -140,7 +141,7 @@ class CommitWorld(ConformanceMachine):
                 self.run(bounded("the store's close", real.close(), self.context))
 
 
-class StoreMachine(EdgeRules, CommitWorld):
+class StoreMachine(EdgeRules, CorruptRules, CommitWorld):
     reserved = Bundle("reserved")
 
     def __init__(self) -> None:

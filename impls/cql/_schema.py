@@ -86,6 +86,8 @@ _HISTORY_COLUMNS = (
     "conversation_seq, message_seq, accepted_at_ms, sender, message_type, custom_type, body, "
     "reply_to, expires_at_ms"
 )
+#: The commit columns one by one (the inspector's raw form, impls/cql/_inspect.py).
+COMMIT_COLUMNS = tuple(column.strip() for column in _COMMIT_COLUMNS.split(","))
 _COMMIT_ROW = "ns = ? AND tenant = ? AND sender = ? AND cmid = ?"
 _HISTORY_PARTITION = "ns = ? AND tenant = ? AND conversation = ?"
 

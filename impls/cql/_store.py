@@ -81,6 +81,7 @@ from impls.cql._codec import (
     rows_by_clustering,
     sequence_from_row,
 )
+from impls.cql._inspect import CqlInspector
 from impls.cql._schema import CONVERSATION_SEQUENCE, INTERNAL_TEXT, MESSAGE_SEQUENCE, Statement
 from impls.cql._session import CqlSettings, Keyspace, open_keyspace
 from model.commit import (
@@ -180,7 +181,7 @@ def _unsettled(key: CommitKey) -> MessageStoreError:
     return MessageStoreError(StoreErrorKind.OUTCOME_UNKNOWN, "a conditional write could not be settled", key)
 
 
-class CqlMessageStore:
+class CqlMessageStore(CqlInspector):
     """A ``MessageStore`` on one namespace of a Cassandra/ScyllaDB keyspace.
 
     ``round_trips`` counts every statement sent to the server (for the benchmark figures).

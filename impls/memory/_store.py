@@ -9,12 +9,13 @@ is one of the things the model judges.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import attrs
 
 from impls.api import MembershipDirectory
+from impls.memory._inspect import fields_for, raw_of, well_formed
 from model.commit import (
     MAX_SCAN_ITEMS,
     AuthenticatedSend,
@@ -116,6 +117,22 @@ class MemoryMessageStore:
     def capabilities(self) -> StoreCapabilities:
         return _CAPABILITIES
 
+    def _entry(self, key: CommitKey) -> _Commit | None:
+        """The stored commit of ``key``; CORRUPT when what is stored does not hold together."""
+        stored = self._commits.get(key)
+        if stored is not None and not well_formed(stored):
+            raise _fail(StoreErrorKind.CORRUPT, "stored commit cannot be read", key)
+        return stored
+
+    # --- impls.api.StoreInspector (harness-only raw access) -------------------------------------
+
+    async def read_raw(self, key: CommitKey) -> dict[str, object] | None:
+        stored = self._commits.get(key)
+        return None if stored is None else raw_of(stored)
+
+    async def write_raw(self, key: CommitKey, fields: Mapping[str, object]) -> None:
+        self._commits[key] = _Commit(**fields_for(fields))
+
     @asynccontextmanager
     async def _step(self) -> AsyncIterator[None]:
         if self._closed:
@@ -139,7 +156,7 @@ class MemoryMessageStore:
         if problem is not None:
             raise _fail(StoreErrorKind.INVALID_ARGUMENT, problem, key)
         async with self._step():
-            existing = self._commits.get(key)
+            existing = self._entry(key)
             if existing is not None:
                 if not identity_matches(existing.identity, request):
                     raise _fail(StoreErrorKind.IDENTITY_CONFLICT, "another request owns this key", key)
@@ -172,7 +189,7 @@ class MemoryMessageStore:
 
     def _locate(self, intent: CommitIntent) -> _Commit:
         """The commit ``intent`` names, if ``intent`` is exactly the reserved one (C-POST-03)."""
-        stored = self._commits.get(intent.key)
+        stored = self._entry(intent.key)
         if stored is None:
             raise _fail(StoreErrorKind.NOT_FOUND, "no commit under this key", intent.key)
         if (
@@ -268,7 +285,7 @@ class MemoryMessageStore:
     async def load_commit(self, key: CommitKey, conversation_id: ConversationId) -> LoadedCommit | None:
         """C-PRE-09: a key stored under another conversation is a conflict."""
         async with self._step():
-            stored = self._commits.get(key)
+            stored = self._entry(key)
             if stored is None:
                 return None
             if stored.conversation != conversation_id:
@@ -282,7 +299,7 @@ class MemoryMessageStore:
         if problem is not None:
             raise _fail(StoreErrorKind.INVALID_ARGUMENT, problem, key)
         async with self._step():
-            stored = self._commits.get(key)
+            stored = self._entry(key)
             if stored is None:
                 return None
             if not identity_matches(stored.identity, request):

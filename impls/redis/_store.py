@@ -18,6 +18,7 @@ from redis.asyncio import Redis
 from impls.api import MembershipDirectory
 from impls.redis import _codec, _scripts
 from impls.redis._gateway import Gateway
+from impls.redis._inspect import RedisInspector
 from impls.redis._keys import (
     ALL_NAMESPACES,
     INTERNAL_TEXT,
@@ -113,7 +114,7 @@ def _refusal(status: bytes, rest: list[Any], key: CommitKey | None) -> MessageSt
     return _fail(kind, detail, key)
 
 
-class RedisMessageStore:
+class RedisMessageStore(RedisInspector):
     """An ``impls.api.MessageStore`` on one Redis (or fakeredis) server, inside one namespace."""
 
     def __init__(self, client: Redis, namespace: str, membership: MembershipDirectory) -> None:

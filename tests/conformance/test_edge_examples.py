@@ -14,9 +14,10 @@ from examples.edge_stores import EDGE_STORES
 # factory -> (seed, examples, the shipped store the example is a change of); six steps an example
 # keep the shrinking short
 RUNS = {
-    "leaks_script_text": (3, 60, "impls.redis:open_fakeredis_store"),
+    "leaks_script_text": (5, 60, "impls.redis:open_fakeredis_store"),
     "noop_readiness": (3, 60, "impls.redis:open_redis_store"),
     "reply_in_32_bits": (2, 60, "impls.memory:open_store"),
+    "seq_read_unguarded": (1, 60, "impls.redis:open_fakeredis_store"),
 }
 STEPS = 6
 
@@ -71,3 +72,27 @@ def test_an_edge_bug_is_caught_with_its_rule_and_replays(
     assert replayed.reproduced and replayed.same_rule, replayed.describe()
     shipped = replay(saved, overrides={"store": RUNS[factory][2]})
     assert not shipped.reproduced, shipped.describe()
+
+
+@pytest.mark.parametrize("factory", ["impls.memory:open_store", "impls.redis:open_fakeredis_store"])
+def test_every_shipped_store_offers_the_inspector_and_declares_its_internals(factory: str) -> None:
+    """The ports the new checks use (impls.api.StoreInspector, DeclaresInternals); the CQL and
+    Redis stores share their classes with these (impls/cql/_inspect.py, impls/redis/_inspect.py)."""
+    import asyncio
+    import importlib
+
+    from impls.api import DeclaresInternals, InMemoryMembership, StoreInspector
+    from impls.cql import CqlMessageStore
+
+    module, name = factory.split(":")
+
+    async def opened() -> object:
+        store = await getattr(importlib.import_module(module), name)("rtinspect1", InMemoryMembership())
+        await store.close()
+        return store
+
+    store = asyncio.run(opened())
+    assert isinstance(store, StoreInspector) and isinstance(store, DeclaresInternals)
+    assert store.internal_text
+    assert issubclass(CqlMessageStore, StoreInspector.__mro__[0]) or hasattr(CqlMessageStore, "read_raw")
+    assert "ledger" in CqlMessageStore.internal_text
