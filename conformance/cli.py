@@ -94,6 +94,11 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
         "--name", default=None, help="the backend's name in reports for --store (default: custom)"
     )
     parser.add_argument(
+        "--committer",
+        metavar="MODULE:FACTORY",
+        help="a committer for the commit suite, called as impls.commit.MessageCommitter (default: it)",
+    )
+    parser.add_argument(
         "--service",
         default=None,
         choices=SERVICE_NAMES,
@@ -202,6 +207,19 @@ def _pairs(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite]]:
     return pairs
 
 
+def _with_committer(
+    pairs: list[tuple[BackendUnderTest, Suite]], committer: str | None
+) -> list[tuple[BackendUnderTest, Suite]]:
+    """``--committer`` fills the committer role of every commit-family backend of the run."""
+    from conformance._runner import with_committer
+
+    if committer is None:
+        return pairs
+    if not any(backend.family == "commit" for backend, _ in pairs):
+        raise UsageError("--committer applies to the commit suites (store, commit) only")
+    return [(with_committer(b, committer) if b.family == "commit" else b, s) for b, s in pairs]
+
+
 def _run(args: argparse.Namespace) -> int:
     from conformance._faults import FaultFilter
     from conformance._journal import Journal
@@ -210,7 +228,7 @@ def _run(args: argparse.Namespace) -> int:
     from conformance._runner import RunOptions, probe_service, run_matrix
 
     _refuse_inapplicable(args)
-    pairs = _pairs(args)
+    pairs = _with_committer(_pairs(args), args.committer)
     try:
         faults = FaultFilter.parse(args.faults)
     except ValueError as exc:

@@ -110,7 +110,8 @@ class CommitMachine(QuotaRules, CommitWorld):
         assert self.outbox is not None
         store = ObservedStore(self.oracle, gate, for_committer=True, real=real)
         self.step_stores.append(store)
-        return MessageCommitter(
+        target: CommitTarget = self.context.target
+        return (target.committer_factory or MessageCommitter)(
             store,
             ObservedOutbox(self.outbox_oracle, gate),
             self.membership,

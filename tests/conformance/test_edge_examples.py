@@ -94,5 +94,35 @@ def test_every_shipped_store_offers_the_inspector_and_declares_its_internals(fac
     store = asyncio.run(opened())
     assert isinstance(store, StoreInspector) and isinstance(store, DeclaresInternals)
     assert store.internal_text
-    assert issubclass(CqlMessageStore, StoreInspector.__mro__[0]) or hasattr(CqlMessageStore, "read_raw")
+    assert hasattr(CqlMessageStore, "read_raw") and hasattr(CqlMessageStore, "write_raw")
     assert "ledger" in CqlMessageStore.internal_text
+
+
+def test_a_custom_committer_is_held_against_the_contract_and_replays(
+    tmp_path: pytest.TempPathFactory,
+) -> None:
+    """``--committer`` / ``committer_factory``: the commit suite drives the given committer; a
+    committer that drops its quota is caught (C-PRE-08) and its failure file replays (with the
+    committer's module trusted), and not with the shipped committer."""
+    from examples.broken_committers import BROKEN_COMMITTERS
+
+    report = run_conformance(
+        "impls.memory:open_store",
+        backend="memory",
+        suites=("commit",),
+        seed=1,
+        examples=60,
+        steps=8,
+        committer_factory="examples.broken_committers:ignores_quota",
+        failure_dir=str(tmp_path),
+        database_dir=None,
+    )
+    (result,) = report.results
+    assert result.failure is not None and result.failure.rule_id == BROKEN_COMMITTERS["ignores_quota"]
+    assert result.failure.failure_file is not None
+    saved = FailureFile.read(result.failure.failure_file)
+    assert saved.factories["committer"] == "examples.broken_committers:ignores_quota"
+    replayed = replay(saved)
+    assert replayed.reproduced and replayed.same_rule, replayed.describe()
+    shipped = replay(saved, overrides={"committer": "impls.commit:MessageCommitter"})
+    assert not shipped.reproduced, shipped.describe()
