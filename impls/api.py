@@ -23,6 +23,7 @@ from model.commit import (
     HistoryPage,
     HistoryQuery,
     LoadedCommit,
+    MessageRecord,
     OutboxPublication,
     ReserveCandidate,
     ReserveResult,
@@ -154,6 +155,23 @@ class StoreInspector(Protocol):
     async def read_raw(self, key: CommitKey) -> dict[str, object] | None: ...
 
     async def write_raw(self, key: CommitKey, fields: Mapping[str, object]) -> None: ...
+
+
+@runtime_checkable
+class LegacyImport(Protocol):
+    """Optional: write one committed message in the store's pre-upgrade form (C-PRE-07, C-PRE-10).
+
+    ``identity`` is the legacy full identity (``QIMC`` + the canonical encoding,
+    ``model.commit.legacy_full_identity``), ``record`` and ``delivery`` the whole pre-upgrade
+    record; the store writes them as its code before the upgrade did (the Redis store: the full
+    hash with its long field names) and raises its sequence counters to the message's numbers. The
+    conformance harness hands a store such data and then reads and retries the key, so the
+    byte-for-byte legacy comparison is exercised by the suites. Errors leave as ``MessageStoreError``.
+    """
+
+    async def import_legacy(
+        self, message: CommittedMessage, identity: bytes, record: MessageRecord, delivery: FrozenDeliveryInput
+    ) -> None: ...
 
 
 @runtime_checkable

@@ -1,18 +1,19 @@
 """Corrupted stored data, through a store's optional inspector port (``impls.api.StoreInspector``).
 
-``corrupt_stored`` commits one message of its own, on a tenant and conversation no other rule uses
-(``t9``/``c9``: its sequence numbers, history and recovery candidates are outside the model's world,
-and a COMMITTED key is no recovery candidate), straight on the real store. Then:
+``corrupt_stored`` opens a second store of the backend on a namespace of its own (so nothing it
+writes reaches the model's world), commits one message there straight through the store's API
+(an uncertain answer is asked again: every call is idempotent), and then:
 
 1. the stored form is compared with the model where reads could lie consistently: the record must
    hold the request's QIMD identity digest (C-PRE-07: a store that kept something else and
    compared it consistently would pass every read);
 2. every stored value is replaced by a malformed one of the same type (``garbage``) and the key is
    read three ways — ``load_commit``, ``load_commit_for_request``, a repeat ``reserve`` — each of
-   which must fail with ``MessageStoreError(CORRUPT)``: a foreign exception is C-ERR-01 (the
+   which must fail with ``MessageStoreError(CORRUPT)`` (an uncertain answer is asked again): a foreign exception is C-ERR-01 (the
    oracle's ``call_real``), another error kind C-ERR-01, a value (a silent default: the key read
    as absent, or decoded into something) the rule of the read that lied (``CORRUPTION_CHECKS``);
-3. the original form is written back and must read as the committed message again.
+3. the original form is written back and must read as the committed message again; the side
+   namespace is dropped and the store closed.
 
 The rule runs only on a store that offers the port (a ``precondition``); the coverage targets
 ``stored-form-compared`` and ``corrupt-refused`` are then required.
@@ -20,6 +21,7 @@ The rule runs only on a store that offers the port (a ``precondition``); the cov
 
 from __future__ import annotations
 
+import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any
@@ -27,8 +29,9 @@ from typing import TYPE_CHECKING, Any
 from hypothesis.stateful import precondition, rule
 
 from conformance._machine import ConformanceMachine, step
+from conformance._violations import HarnessEnvironmentError
 from conformance.commit._judge import show
-from impls.api import StoreInspector
+from impls.api import NamespaceOwner, StoreInspector
 from model.commit import (
     AuthenticatedSend,
     CommitKey,
@@ -40,7 +43,6 @@ from model.commit import (
     MessageType,
     OutboxPublication,
     ReserveCandidate,
-    ReserveCreated,
     StoreErrorKind,
     reserve_identity_digest,
 )
@@ -73,8 +75,7 @@ def garbage(value: object) -> object:
     return b"\xff\xfe\x00garbage"  # an object of the store's own (the memory store's values)
 
 
-class _NotSetUp(Exception):
-    """A setup call failed (the backend was unavailable): nothing was corrupted."""
+_ATTEMPTS = 6  # an uncertain answer (UNAVAILABLE, OUTCOME_UNKNOWN) is asked again
 
 
 def holds(value: object, digest: bytes) -> bool:
@@ -117,40 +118,57 @@ class CorruptRules(ConformanceMachine):
         self.call(self._corrupt(send))
 
     async def _corrupt(self, send: AuthenticatedSend) -> None:
+        """On a store of its own namespace, so nothing of it reaches the model's world."""
+        target: Any = self.context.target
+        real: Any = await target.open_store(self.context.new_namespace(), self.oracle.membership)
+        try:
+            await self._on(real, send)
+        finally:
+            if isinstance(real, NamespaceOwner):
+                with contextlib.suppress(MessageStoreError):
+                    await real.drop_namespace()
+            with contextlib.suppress(MessageStoreError):
+                await real.close()
+
+    async def _settled(self, real: Any, op: str, key: CommitKey, call: Callable[[], Awaitable[Any]]) -> Any:
+        """``call`` (idempotent) until it answers other than uncertainly; C-ERR-01 checks included."""
+        result: Any = None
+        for _ in range(_ATTEMPTS):
+            result = await self.oracle.call_real(op, key, call)
+            if not (isinstance(result, MessageStoreError) and result.kind.is_uncertain):
+                return result
+        raise HarnessEnvironmentError(f"corrupt_stored: {op} stayed unavailable: {result}")
+
+    async def _on(self, real: Any, send: AuthenticatedSend) -> None:
         oracle, key = self.oracle, send.commit_key
-        real: Any = oracle.real
         delivery = FrozenDeliveryInput(CONVERSATION, ("alice",), 1, 3_600_000)
         candidate = ReserveCandidate(MessageRecord.from_send(send), self.now)
         publication = OutboxPublication("ratchet-conformance", f"{key.client_message_id}-0")
 
         async def setup(op: str, call: Callable[[], Awaitable[Any]]) -> Any:
-            result = await oracle.call_real(op, key, call)
+            result = await self._settled(real, op, key, call)
             if isinstance(result, MessageStoreError):
-                self.note(f"corrupt_stored: {op} failed ({show(result)}); nothing corrupted")
-                raise _NotSetUp
+                raise oracle.fail(
+                    "C-POST-03", f"corrupt_stored: {op} of a fresh key failed: {show(result)}", op=op
+                )
             return result
 
-        try:
-            created = await setup("reserve", lambda: real.reserve(send, delivery, candidate))
-            if not isinstance(created, ReserveCreated):
-                return
-            intent = created.intent
-            await setup("put_record", lambda: real.put_record(intent))
-            if oracle.atomic:
-                message = await setup(
-                    "mark_published_and_committed",
-                    lambda: real.mark_published_and_committed(intent, publication),
-                )
-            else:
-                await setup("mark_outbox_published", lambda: real.mark_outbox_published(intent, publication))
-                message = await setup("mark_committed", lambda: real.mark_committed(intent))
-            raw = await setup("read_raw", lambda: real.read_raw(key))
-        except _NotSetUp:
-            return
-        await self._check_corrupted(send, delivery, candidate, message, raw)
+        reserved = await setup("reserve", lambda: real.reserve(send, delivery, candidate))
+        intent = reserved.intent
+        await setup("put_record", lambda: real.put_record(intent))
+        if oracle.atomic:
+            message = await setup(
+                "mark_published_and_committed", lambda: real.mark_published_and_committed(intent, publication)
+            )
+        else:
+            await setup("mark_outbox_published", lambda: real.mark_outbox_published(intent, publication))
+            message = await setup("mark_committed", lambda: real.mark_committed(intent))
+        raw = await setup("read_raw", lambda: real.read_raw(key))
+        await self._check_corrupted(real, send, delivery, candidate, message, raw)
 
     async def _check_corrupted(
         self,
+        real: Any,
         send: AuthenticatedSend,
         delivery: FrozenDeliveryInput,
         candidate: ReserveCandidate,
@@ -158,10 +176,9 @@ class CorruptRules(ConformanceMachine):
         raw: dict[str, object] | None,
     ) -> None:
         oracle, key = self.oracle, send.commit_key
-        real: Any = oracle.real
 
         async def setup(op: str, call: Callable[[], Awaitable[Any]]) -> None:
-            result = await oracle.call_real(op, key, call)
+            result = await self._settled(real, op, key, call)
             if isinstance(result, MessageStoreError):
                 raise oracle.fail("C-ERR-01", f"the inspector's {op} failed: {show(result)}", op=op)
 
@@ -184,7 +201,7 @@ class CorruptRules(ConformanceMachine):
             ("load_commit_for_request", lambda: real.load_commit_for_request(send)),
             ("reserve", lambda: real.reserve(send, delivery, candidate)),
         ):
-            result = await oracle.call_real(op, key, read)
+            result = await self._settled(real, op, key, read)
             self.note(f"  {op}({self._name(key)}) on corrupted data -> {show(result)}")
             if not isinstance(result, MessageStoreError):
                 raise oracle.fail(
@@ -200,7 +217,7 @@ class CorruptRules(ConformanceMachine):
                 )
         self.context.reach("corrupt-refused")
         await setup("write_raw", lambda: real.write_raw(key, raw))
-        restored = await oracle.call_real("load_commit", key, lambda: real.load_commit(key, CONVERSATION))
+        restored = await self._settled(real, "load_commit", key, lambda: real.load_commit(key, CONVERSATION))
         if restored != LoadedCommitted(message):
             raise oracle.fail(
                 "C-PRE-09", f"restored to its stored form, {self._name(key)} reads as {show(restored)}"

@@ -31,6 +31,7 @@ from conformance._outage import bounded
 from conformance.commit import _vocabulary as v
 from conformance.commit._corrupt_rules import CorruptRules
 from conformance.commit._edge_rules import EdgeRules
+from conformance.commit._legacy_rules import LegacyRules
 from conformance.commit._oracle import HaltExample, ObservedStore, StoreOracle
 from conformance.commit._target import CommitTarget
 from impls.api import InMemoryMembership, MessageStore
@@ -141,7 +142,7 @@ class CommitWorld(ConformanceMachine):
                 self.run(bounded("the store's close", real.close(), self.context))
 
 
-class StoreMachine(EdgeRules, CorruptRules, CommitWorld):
+class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
     reserved = Bundle("reserved")
 
     def __init__(self) -> None:

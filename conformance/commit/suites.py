@@ -134,6 +134,10 @@ def store_targets(stats: SuiteStats) -> Mapping[str, str]:
         targets["corrupt-refused"] = "no corrupted commit was read back as CORRUPT"
     else:
         targets.pop("step:corrupt_stored")
+    if stats.details.get("legacy_import") == "True":  # impls.api.LegacyImport: legacy_commit runs
+        targets["legacy-compared"] = "no pre-upgrade (QIMC) commit was handed to the store and read"
+    else:
+        targets.pop("step:legacy_commit")
     return targets
 
 

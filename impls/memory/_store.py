@@ -133,6 +133,18 @@ class MemoryMessageStore:
     async def write_raw(self, key: CommitKey, fields: Mapping[str, object]) -> None:
         self._commits[key] = _Commit(**fields_for(fields))
 
+    async def import_legacy(
+        self, message: CommittedMessage, identity: bytes, record: MessageRecord, delivery: FrozenDeliveryInput
+    ) -> None:
+        """impls.api.LegacyImport: a committed key as an older version kept it (full QIMC identity)."""
+        key, coordinates = message.key, message.coordinates
+        self._commits[key] = _Commit(
+            CommitStage.COMMITTED, identity, message.conversation, coordinates, None, message.publication
+        )
+        ref = (key.tenant, message.conversation)
+        self._message_seq[key.tenant] = max(self._message_seq.get(key.tenant, 0), coordinates.message_seq)
+        self._conversation_seq[ref] = max(self._conversation_seq.get(ref, 0), coordinates.conversation_seq)
+
     @asynccontextmanager
     async def _step(self) -> AsyncIterator[None]:
         if self._closed:
