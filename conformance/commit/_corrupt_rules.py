@@ -9,9 +9,10 @@ writes reaches the model's world), commits one message there straight through th
    compared it consistently would pass every read);
 2. every stored value is replaced by a malformed one of the same type (``garbage``) and the key is
    read three ways — ``load_commit``, ``load_commit_for_request``, a repeat ``reserve`` — each of
-   which must fail with ``MessageStoreError(CORRUPT)`` (an uncertain answer is asked again): a foreign exception is C-ERR-01 (the
-   oracle's ``call_real``), another error kind C-ERR-01, a value (a silent default: the key read
-   as absent, or decoded into something) the rule of the read that lied (``CORRUPTION_CHECKS``);
+   which must fail with ``MessageStoreError(CORRUPT)`` (an uncertain answer is asked again): a
+   foreign exception is C-ERR-01 (the oracle's ``call_real``), another error kind C-ERR-01, a value
+   (a silent default: the key read as absent, or decoded into something) the rule of the read
+   that lied (``CORRUPTION_CHECKS``);
 3. the original form is written back and must read as the committed message again; the side
    namespace is dropped and the store closed.
 
