@@ -35,6 +35,9 @@ CAPABILITIES = RuntimeCapabilities(
     step_journal=False,
     starts_need_input=False,  # N-15: the model's S-START-10 is stricter than the seed
     dead_letters=False,  # the participant rolls a failing command back; its transports dead-letter
+    # the port delivers the envelope nasaga wrote, by command id: a changed digest, identity or
+    # payload does not reach the host (producer and owner forgeries do)
+    forged_command_fields=False,
 )
 
 #: What this port does not compare, and why.
