@@ -59,6 +59,16 @@ def shrink_grace_s(share_s: float) -> float:
     return min(60.0, max(5.0, share_s / 4))
 
 
+def with_committer(backend: BackendUnderTest, committer: str | Callable[..., Any] | None) -> BackendUnderTest:
+    """``backend`` with its ``committer`` role filled (``--committer``); ``ValueError`` outside the
+    commit family."""
+    if committer is None:
+        return backend
+    if backend.family != "commit":
+        raise ValueError(f"a committer factory applies to the commit suites only, not to {backend.family}")
+    return attrs.evolve(backend, factories={**backend.factories, "committer": committer})
+
+
 def run_conformance(
     store_factory: str | Callable[..., Any],
     *,
@@ -75,6 +85,7 @@ def run_conformance(
     coverage_gate: bool = True,
     progress: bool | Progress = False,
     service: str | None = None,
+    committer_factory: str | Callable[..., Any] | None = None,
 ) -> Report:
     """Run suites on one third-party backend; no pytest needed. Never raises for a verdict.
 
@@ -89,13 +100,16 @@ def run_conformance(
     an unknown suite or an outbox for the saga suite raises ``ValueError`` (a bad factory path is
     an ``ERROR`` verdict). ``service`` names the real service (``redis``, ``cassandra``,
     ``postgres``, ``mariadb``) a factory that takes an ``endpoint`` keyword is opened on, through
-    a fault proxy: the wire faults then apply (docs/backend-authors.md).
+    a fault proxy: the wire faults then apply (docs/backend-authors.md). ``committer_factory``
+    (commit family only) is the committer the commit suite holds against the contract instead of
+    ``impls.commit.MessageCommitter``, called with the same arguments.
     """
     pairs = []
     for name in suites:
         suite = suite_named(name)
         family = FAMILIES[suite.family]
-        pairs.append((family.custom_backend(backend, store_factory, outbox_factory, service), suite))
+        custom = family.custom_backend(backend, store_factory, outbox_factory, service)
+        pairs.append((with_committer(custom, committer_factory), suite))
     options = RunOptions(
         profile=profile,
         examples=examples,

@@ -83,3 +83,16 @@ def pairs_to_run(args: argparse.Namespace) -> list[tuple[BackendUnderTest, Suite
                 f"unknown backend {name!r} for suites {','.join(suite_names)}; known: {', '.join(known)}"
             )
     return pairs
+
+
+def with_committer_flag(
+    pairs: list[tuple[BackendUnderTest, Suite]], committer: str | None
+) -> list[tuple[BackendUnderTest, Suite]]:
+    """``--committer`` fills the committer role of every commit-family backend of the run."""
+    from conformance._runner import with_committer
+
+    if committer is None:
+        return pairs
+    if not any(backend.family == "commit" for backend, _ in pairs):
+        raise UsageError("--committer applies to the commit suites (store, commit) only")
+    return [(with_committer(b, committer) if b.family == "commit" else b, s) for b, s in pairs]

@@ -32,7 +32,7 @@ from typing import TYPE_CHECKING
 import attrs
 
 from conformance import _signals
-from conformance._selection import CUSTOM_FLAGS, add_custom_flags, given_customs, pairs_to_run
+from conformance._selection import CUSTOM_FLAGS, add_custom_flags, given_customs, pairs_to_run, with_committer_flag
 from conformance._usage import (
     OneLineParser,
     check_writable_dir,
@@ -96,6 +96,11 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--name", default=None, help="the backend's name in reports for a custom backend (default: custom)"
+    )
+    parser.add_argument(
+        "--committer",
+        metavar="MODULE:FACTORY",
+        help="a committer for the commit suite, called as impls.commit.MessageCommitter (default: it)",
     )
     parser.add_argument(
         "--service",
@@ -181,7 +186,7 @@ def _run(args: argparse.Namespace) -> int:
     from conformance._runner import RunOptions, probe_service, run_matrix
 
     _refuse_inapplicable(args)
-    pairs = pairs_to_run(args)
+    pairs = with_committer_flag(pairs_to_run(args), args.committer)
     try:
         faults = FaultFilter.parse(args.faults)
     except ValueError as exc:

@@ -35,6 +35,8 @@ class StoreConformance:
 
     store_factory: ClassVar[Callable[..., Any] | str]
     outbox_factory: ClassVar[Callable[..., Any] | str | None] = None
+    #: A committer held against the contract in the commit suite (default impls.commit.MessageCommitter).
+    committer_factory: ClassVar[Callable[..., Any] | str | None] = None
     backend_name: ClassVar[str | None] = None  # default: the test class's name
     profile: ClassVar[str] = "ci"
     examples: ClassVar[int | None] = None
@@ -47,6 +49,7 @@ class StoreConformance:
         report = run_conformance(
             cls.store_factory,
             outbox_factory=cls.outbox_factory,
+            committer_factory=cls.committer_factory,
             backend=cls.backend_name or cls.__name__,
             suites=(suite,),
             profile=_option(request, "ratchet_profile", "RATCHET_PROFILE") or cls.profile,

@@ -8,6 +8,7 @@ Only ``MessageStoreError`` may leave a ``MessageStore`` method (C-ERR-01).
 from __future__ import annotations
 
 import time
+from collections.abc import Mapping
 from typing import Protocol, runtime_checkable
 
 import attrs
@@ -22,6 +23,7 @@ from model.commit import (
     HistoryPage,
     HistoryQuery,
     LoadedCommit,
+    MessageRecord,
     OutboxPublication,
     ReserveCandidate,
     ReserveResult,
@@ -122,6 +124,54 @@ class NamespaceOwner(Protocol):
     async def drop_namespace(self) -> None: ...
 
     async def namespaces(self) -> list[str]: ...
+
+
+@runtime_checkable
+class DeclaresInternals(Protocol):
+    """Optional: the text a store's internals are made of, which must never cross its boundary.
+
+    ``internal_text`` holds fragments of the backend's own vocabulary — key prefixes, table and
+    keyspace names, script and statement fragments, its driver's exception names — that an error's
+    ``detail`` may never contain (C-ERR-01). The conformance harness scans every
+    ``MessageStoreError`` it sees for these, for the namespace and for the common drivers' own text.
+    """
+
+    @property
+    def internal_text(self) -> frozenset[str]: ...
+
+
+@runtime_checkable
+class StoreInspector(Protocol):
+    """Optional: one commit key's stored form, read and written raw, bypassing the store's codec.
+
+    ``read_raw`` returns the fields the backend holds for the key's commit record as it holds them
+    (a Redis hash: field name -> bytes; a CQL or SQL row: column -> the column's value; the memory
+    store: attribute -> value), or None when there is none. ``write_raw`` replaces that record
+    wholesale with ``fields``, values of the same types, and nothing else. The conformance harness
+    uses it to compare the stored form with the model and to plant malformed data, which every read
+    of the key must then refuse with ``MessageStoreError(CORRUPT)`` (docs/backend-authors.md).
+    """
+
+    async def read_raw(self, key: CommitKey) -> dict[str, object] | None: ...
+
+    async def write_raw(self, key: CommitKey, fields: Mapping[str, object]) -> None: ...
+
+
+@runtime_checkable
+class LegacyImport(Protocol):
+    """Optional: write one committed message in the store's pre-upgrade form (C-PRE-07, C-PRE-10).
+
+    ``identity`` is the legacy full identity (``QIMC`` + the canonical encoding,
+    ``model.commit.legacy_full_identity``), ``record`` and ``delivery`` the whole pre-upgrade
+    record; the store writes them as its code before the upgrade did (the Redis store: the full
+    hash with its long field names) and raises its sequence counters to the message's numbers. The
+    conformance harness hands a store such data and then reads and retries the key, so the
+    byte-for-byte legacy comparison is exercised by the suites. Errors leave as ``MessageStoreError``.
+    """
+
+    async def import_legacy(
+        self, message: CommittedMessage, identity: bytes, record: MessageRecord, delivery: FrozenDeliveryInput
+    ) -> None: ...
 
 
 @runtime_checkable

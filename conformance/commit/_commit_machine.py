@@ -45,11 +45,12 @@ from conformance.commit._faults import OUTBOX_DOWN, OUTBOX_FAULTS
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import HaltExample, ObservedStore
 from conformance.commit._outbox import ObservedOutbox, OutboxOracle
+from conformance.commit._quota_rules import QuotaRules
 from conformance.commit._reconnect import readiness_again, unavailable
 from conformance.commit._store_machine import CONVERSATIONS, KEYS, STORE_FAULTS, VARIANTS, CommitWorld
 from conformance.commit._target import CommitTarget
 from impls.api import ListableOutbox, MessageStore, Outbox
-from impls.commit import MessageCommitter
+from impls.commit import MessageCommitter, Quota
 from model.commit import (
     MAX_SCAN_ITEMS,
     CommitError,
@@ -81,7 +82,7 @@ class WorkerKilled(BaseException):
         self.point = point
 
 
-class CommitMachine(CommitWorld):
+class CommitMachine(QuotaRules, CommitWorld):
     reserved = Bundle("reserved")
 
     def __init__(self) -> None:
@@ -99,13 +100,19 @@ class CommitMachine(CommitWorld):
     # --- building workers ----------------------------------------------------------------------
 
     def committer(
-        self, gate: Gate | None = None, conversation: str = "c1", real: MessageStore | None = None
+        self,
+        gate: Gate | None = None,
+        conversation: str = "c1",
+        real: MessageStore | None = None,
+        quota: Quota | None = None,
     ) -> MessageCommitter:
-        """A new committer; ``real``: another store object of the namespace (two-clients)."""
+        """A new committer; ``real``: another store object of the namespace (two-clients); ``quota``:
+        the suite's send quota (``_quota_rules``)."""
         assert self.outbox is not None
         store = ObservedStore(self.oracle, gate, for_committer=True, real=real)
         self.step_stores.append(store)
-        return MessageCommitter(
+        target: CommitTarget = self.context.target
+        return (target.committer_factory or MessageCommitter)(
             store,
             ObservedOutbox(self.outbox_oracle, gate),
             self.membership,
@@ -113,6 +120,7 @@ class CommitMachine(CommitWorld):
             fault_hook=self._fault_hook,
             retention_ms=v.RETENTION_MS[conversation],
             max_attempts=COMMITTER_ATTEMPTS,
+            quota=quota,
         )
 
     async def _fault_hook(self, point: FaultPoint, key: CommitKey) -> None:

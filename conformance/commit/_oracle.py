@@ -48,6 +48,7 @@ from conformance.commit._judge import (
     uncertain_rule,
     verdict,
 )
+from conformance.commit._leaks import leaked, vocabulary
 from conformance.commit._vocabulary import key_name
 from impls.api import InMemoryMembership, MessageStore
 from model.commit import (
@@ -139,6 +140,7 @@ class StoreOracle:
         self.note = note
         self.wire = wire  # the backend's fault proxy (conformance.wire), None without a network
         self.capabilities: StoreCapabilities = real.capabilities
+        self.forbidden = vocabulary(real)  # C-ERR-01: text no error detail may carry (_leaks.py)
         self.state = StoreState()
         self.armed: FaultKind | None = None  # a fault for the next store calls, whoever makes them
         self.armed_calls = 0  # how many calls it still hits (an outage spans several)
@@ -218,10 +220,12 @@ class StoreOracle:
         try:
             return await bounded(f"the backend call {op}", call(), self.context)
         except MessageStoreError as error:
-            if self.namespace in str(error):
-                raise self.fail(
-                    "C-ERR-01", f"{op} leaked a backend key name in its error: {str(error)[:120]!r}", op=op
-                ) from None
+            term = leaked(error, self.namespace, self.forbidden)
+            if term is not None:
+                what = "a backend key name" if term == self.namespace else f"backend text {term!r}"
+                message = f"{op} leaked {what} in its error: {str(error)[:120]!r}"
+                raise self.fail("C-ERR-01", message, op=op) from None
+            self.context.reach("error-detail-scanned")
             return error
         except Exception as error:
             raise self.fail(

@@ -29,6 +29,9 @@ from conformance._faults import FAILED_BEFORE, RESPONSE_LOST
 from conformance._machine import ConformanceMachine, step
 from conformance._outage import bounded
 from conformance.commit import _vocabulary as v
+from conformance.commit._corrupt_rules import CorruptRules
+from conformance.commit._edge_rules import EdgeRules
+from conformance.commit._legacy_rules import LegacyRules
 from conformance.commit._oracle import HaltExample, ObservedStore, StoreOracle
 from conformance.commit._target import CommitTarget
 from impls.api import InMemoryMembership, MessageStore
@@ -139,7 +142,7 @@ class CommitWorld(ConformanceMachine):
                 self.run(bounded("the store's close", real.close(), self.context))
 
 
-class StoreMachine(CommitWorld):
+class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
     reserved = Bundle("reserved")
 
     def __init__(self) -> None:

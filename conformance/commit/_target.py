@@ -29,6 +29,9 @@ class CommitTarget:
     store_factory: Callable[..., Any]
     outbox_factory: Callable[..., Any]
     wire: Any = None  # a conformance.wire.WireRoute, or None
+    #: The committer the commit suite holds against the contract (role ``committer``, ``--committer``):
+    #: called as ``impls.commit.MessageCommitter`` is, which it is by default.
+    committer_factory: Callable[..., Any] | None = None
 
     @classmethod
     def of(cls, backend: BackendUnderTest) -> CommitTarget:
@@ -36,10 +39,12 @@ class CommitTarget:
         from conformance.wire import accepts_endpoint, route
 
         store = backend.factory("store")
+        committer = backend.factory("committer") if "committer" in backend.factories else None
         if backend.service is None or not accepts_endpoint(store):
-            return cls(store, backend.factory("outbox"))
+            return cls(store, backend.factory("outbox"), committer_factory=committer)
         wire = route(backend.service)
-        return cls(functools.partial(store, endpoint=wire.endpoint), backend.factory("outbox"), wire)
+        routed = functools.partial(store, endpoint=wire.endpoint)
+        return cls(routed, backend.factory("outbox"), wire, committer)
 
     @property
     def proxy(self) -> Any:

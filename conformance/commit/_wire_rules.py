@@ -5,17 +5,22 @@ the backend has a wire (a named service and factories that take an ``endpoint``)
 of embedded backends keep exactly the rules, draws and programs they had. The rule arms one of
 ``conformance.wire``'s kinds on the oracle, like ``arm_store_fault``: the next store call, whoever
 makes it (a rule or a committer), meets it on the wire, and the driver's own recovery runs.
+``readiness_partitioned`` asks the store's readiness with its server partitioned away: a readiness
+that answers ready then never reached the server (C-PRE-06).
 """
 
 from __future__ import annotations
 
+import asyncio
 from typing import TYPE_CHECKING
 
 from hypothesis import strategies as st
 from hypothesis.stateful import rule
 
 from conformance._machine import ConformanceMachine, step
-from conformance.wire import PARTITION, STORE_WIRE_FAULTS
+from conformance._violations import HarnessEnvironmentError
+from conformance.wire import PARTITION, STORE_WIRE_FAULTS, FaultProxy
+from model.commit import MessageStoreError, StoreErrorKind
 
 if TYPE_CHECKING:
     from conformance.commit._oracle import StoreOracle
@@ -43,3 +48,43 @@ class WireFaultRules(ConformanceMachine):
             self.oracle.arm(fault, calls=requests)
         else:
             self.oracle.arm(fault, calls=1, requests=requests)
+
+    @rule()
+    @step
+    def readiness_partitioned(self) -> None:
+        """C-PRE-06: with every connection to the server refused, readiness must answer UNAVAILABLE;
+        an early return, a cached answer or a client never used is no evidence. Healed afterwards,
+        readiness must come back once the driver has reconnected (bounded)."""
+        oracle = self.oracle
+        proxy = oracle.wire
+        assert isinstance(proxy, FaultProxy)
+        self.note("readiness with the server partitioned: every connection refused")
+        proxy.partition(True)
+        try:
+            result = self.run(oracle.call_real("readiness", None, oracle.real.readiness))
+        finally:
+            proxy.partition(False)
+        if oracle.violation is not None:
+            raise oracle.violation
+        if not isinstance(result, MessageStoreError):
+            raise oracle.fail(
+                "C-PRE-06", "readiness answered ready while every connection to the server was refused"
+            ).violation
+        if result.kind is not StoreErrorKind.UNAVAILABLE:
+            raise oracle.fail(
+                "C-PRE-06",
+                f"readiness with the server partitioned failed as {result.kind.value}, not unavailable",
+            ).violation
+        self.context.reach("readiness-refused:partition")
+        self.run(self._ready_again())
+
+    async def _ready_again(self) -> None:
+        last: MessageStoreError | None = None
+        for attempt in range(12):  # about 12 s of backoff, as the oracle's read-backs
+            if attempt:
+                await asyncio.sleep(min(0.05 * 2**attempt, 2.0))
+            result = await self.oracle.call_real("readiness", None, self.oracle.real.readiness)
+            if not isinstance(result, MessageStoreError):
+                return
+            last = result
+        raise HarnessEnvironmentError(f"readiness did not come back after a healed partition: {last}")

@@ -26,6 +26,7 @@ from conformance._faults import (
 from conformance._machine import ConformanceMachine, SuiteStats, step_names
 from conformance._suites import BackendUnderTest, Family, Suite, register_family, register_suite
 from conformance.backends import COMMIT_BACKENDS
+from conformance.commit._edge_rules import EDGE_TARGETS
 from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_DOWN, OUTBOX_FAILED
 from conformance.commit._target import CommitTarget
 from conformance.wire import PARTITION, WIRE_REPLY_LOST, WIRE_RESET_BEFORE, WIRE_STALL
@@ -102,8 +103,11 @@ def _common_targets(
     targets = {f"step:{name}": "this rule never ran" for name in step_names(machine)}
     targets.update({f"stage:{s.name}": f"no commit reached {s.name}" for s in CommitStage})
     targets.update({f"rule:{r}": f"no step exercised {r}" for r in rules})
-    if stats.details.get("wire") == "True":  # the rule CommitTarget.specialise adds
+    if stats.details.get("wire") == "True":  # the rules CommitTarget.specialise adds
         targets["step:arm_wire_fault"] = "this rule never ran"
+        targets["step:readiness_partitioned"] = "this rule never ran"
+        targets["readiness-refused:partition"] = "readiness was never asked with the server partitioned"
+    targets["error-detail-scanned"] = "no store error's detail was scanned for backend text (C-ERR-01)"
     return targets
 
 
@@ -123,7 +127,18 @@ def store_targets(stats: SuiteStats) -> Mapping[str, str]:
     atomic = _capabilities(stats).atomic_publish_and_commit
     rules = STORE_RULES + (ATOMIC_STORE_RULES if atomic else TWO_STEP_STORE_RULES)
     # fault:<kind> targets are the runner's, from the suite's kinds (conformance._faults.fault_targets)
-    return _common_targets(stats, _store_machine(), rules)
+    targets = _common_targets(stats, _store_machine(), rules)
+    targets.update({t: "no step drew this value at the contract's edge" for t in EDGE_TARGETS})
+    if stats.details.get("inspector") == "True":  # impls.api.StoreInspector: corrupt_stored runs
+        targets["stored-form-compared"] = "no stored form was compared with the model (C-PRE-07)"
+        targets["corrupt-refused"] = "no corrupted commit was read back as CORRUPT"
+    else:
+        targets.pop("step:corrupt_stored")
+    if stats.details.get("legacy_import") == "True":  # impls.api.LegacyImport: legacy_commit runs
+        targets["legacy-compared"] = "no pre-upgrade (QIMC) commit was handed to the store and read"
+    else:
+        targets.pop("step:legacy_commit")
+    return targets
 
 
 def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
@@ -149,6 +164,7 @@ def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
             f"no key with an outbox entry unknown to the store (after {why}) was committed with that entry"
         )
     targets["readiness-refused:outbox-down"] = "readiness was never asked while the outbox was down"
+    targets["quota-exhausted"] = "no send met the suite's quota exhausted (C-PRE-08)"
     targets["outbox-republish-probed"] = "no committed key was published again at quiescence"
     if stats.details.get("outbox_lists_entries") == "True":
         targets["outbox-entries-audited"] = "the outbox's listing was never compared with its ledger"

@@ -43,7 +43,7 @@ from conformance.crash._control import CrashCycle, InFlightCrash, ServiceControl
 from conformance.crash._faults import CRASH_MOMENTS, REOPEN, SERVER_CRASH, TWO_CLIENTS
 from conformance.crash._target import ControlSlot, control_slot
 from impls.api import MessageStore
-from impls.commit import MessageCommitter
+from impls.commit import MessageCommitter, Quota
 from model.commit import (
     ABSENT_RANK,
     CommitErrorKind,
@@ -70,8 +70,8 @@ class DurabilityTarget(CommitTarget):
             backend.factory("store"),
             backend.factory("outbox"),
             None,
-            control_slot(backend),
-            not backend.in_process,
+            slot=control_slot(backend),
+            reopenable=not backend.in_process,
         )
 
 
@@ -239,14 +239,18 @@ class DurabilityCommitMachine(CommitMachine):
     # --- two clients -----------------------------------------------------------------------------
 
     def committer(
-        self, gate: Gate | None = None, conversation: str = "c1", real: MessageStore | None = None
+        self,
+        gate: Gate | None = None,
+        conversation: str = "c1",
+        real: MessageStore | None = None,
+        quota: Quota | None = None,
     ) -> MessageCommitter:
         if real is None and self._client_turn is not None:
             # Every other worker of the interleaving gets the second client: its own connections.
             if self._client_turn % 2:
                 real = self.clients[0]
             self._client_turn += 1
-        return super().committer(gate, conversation, real)
+        return super().committer(gate, conversation, real, quota)
 
     @precondition(lambda self: self.target.reopenable)
     @rule(

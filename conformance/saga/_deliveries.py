@@ -9,8 +9,9 @@ from hypothesis.stateful import rule
 from conformance._machine import step
 from conformance._violations import Violation
 from conformance.saga import _world as w
-from conformance.saga._base import SagaMachineBase, fates, indexes
+from conformance.saga._base import fates, indexes
 from conformance.saga._faults import ACK_LOST, DUPLICATE, EFFECT_UNCERTAIN, FORGED, RELAY_CRASH, REORDER
+from conformance.saga._forged_commands import ForgedCommandRules
 from model import saga as m
 
 DECISIONS = {d.value: d for d in m.Decision}
@@ -22,7 +23,7 @@ relays = st.sampled_from(["ok", "ok", "ok", "crash"])
 forgeries = st.sampled_from(["none", "none", "none", "owner", "digest", "producer"])
 
 
-class DeliveryRules(SagaMachineBase):
+class DeliveryRules(ForgedCommandRules):
     # -- transport -----------------------------------------------------------------------
 
     @rule(crash=st.booleans())
@@ -165,9 +166,12 @@ class DeliveryRules(SagaMachineBase):
     @rule(index=indexes, how=st.sampled_from(["owner", "digest", "producer"]))
     @step
     def forge_result(self, index: int, how: str) -> None:
-        """A forged twin of a genuine result: it must claim nothing (S-ORCH-01, S-DLV-03)."""
+        """A forged twin of a genuine result: it must claim nothing (S-ORCH-01, S-DLV-03); and one of
+        a pending command, forged the same way, which the participant must refuse (S-PART-05)."""
         if not self._allows(FORGED):
             return
+        if self.wire.commands:
+            self.forge_command(self.wire.commands[index % len(self.wire.commands)], how)
         self._relay_results(crash=False)
         if not self.wire.results:
             return

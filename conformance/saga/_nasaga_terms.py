@@ -39,6 +39,9 @@ CAPABILITIES = RuntimeCapabilities(
     process_counters=False,  # its process source counts refusals and Kafka units only (N-41)
     openmetrics_names=False,  # a counter and a gauge share one OpenMetrics family name (N-42)
     refusals_in_transaction=False,  # a result's producer is checked before the transaction (N-44)
+    # the port delivers the envelope nasaga wrote, by command id: a changed digest, identity or
+    # payload does not reach the host (producer and owner forgeries do)
+    forged_command_fields=False,
 )
 
 #: What this port does not compare, and why.

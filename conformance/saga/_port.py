@@ -43,6 +43,9 @@ class RuntimeCapabilities:
     quota: bool = True
     #: Timer workers claim, fire, renew and release one timer by id with the harness's tokens.
     timers: bool = True
+    #: A command delivered to a participant is sent as the harness changed it (digest, identities,
+    #: payload), not re-read from the runtime's own outbox (S-PART-05, ``_forged_commands``).
+    forged_command_fields: bool = True
     #: A definition can be retired once nothing live references it (S-CAT-07).
     retirement: bool = True
     #: A terminal instance's reference on its definition can be released (S-CAT-11).

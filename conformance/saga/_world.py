@@ -128,3 +128,10 @@ def participant_config(owner: str, transient_failure_budget: int = 2) -> Partici
 class Wire:
     commands: list[CommandEnvelope] = attrs.field(factory=list)
     results: list[tuple[str, ResultEnvelope]] = attrs.field(factory=list)  # (producer, envelope)
+
+
+#: How ``forge_command`` changes a genuine command (S-PART-05); the field forgeries need a runtime
+#: that sends the envelope as changed (``RuntimeCapabilities.forged_command_fields``).
+FORGERIES = ("producer", "owner", "digest", "identity", "payload")
+FIELD_FORGERIES = frozenset({"digest", "identity", "payload"})
+DRAWN_FORGERIES = ("owner", "digest", "producer")  # forge_result's ``how``

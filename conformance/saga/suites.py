@@ -20,6 +20,7 @@ from conformance._suites import BackendUnderTest, Family, Suite, register_family
 from conformance.backends import SAGA_BACKENDS
 from conformance.saga._faults import SAGA_FAULTS
 from conformance.saga._target import SagaTarget
+from conformance.saga._world import DRAWN_FORGERIES, FIELD_FORGERIES
 from conformance.wire import SAGA_WIRE_FAULTS
 from model.saga import TERMINAL_STATUSES
 
@@ -49,6 +50,8 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["start:QuotaExhausted"] = "no start beyond the tenant's quota was refused"
     targets["non-json-start-admitted"] = "no schema-declared non-JSON start was admitted"
     targets["joined-start-left-last-gate"] = "no joined start passed the gate its host owns"
+    for how in DRAWN_FORGERIES:
+        targets[f"forged-command:{how}"] = f"no command forged by {how} was refused (S-PART-05)"
     targets.update(OBSERVABILITY_TARGETS)
     lacks = set(filter(None, stats.details.get("runtime-lacks", "").split(",")))
     return {t: why for t, why in targets.items() if not lacks & REQUIRES.get(t, set())}
@@ -62,6 +65,7 @@ REQUIRES: Mapping[str, set[str]] = {
     "joined-start-left-last-gate": {"joined_starts"},
     "activation-blocked": {"raw_route_rows"},
     "start:QuotaExhausted": {"quota"},
+    **{f"forged-command:{how}": {"forged_command_fields"} for how in FIELD_FORGERIES},
     "step:release_instance": {"instance_release"},
     "absorbed-by-gate": {"timers"},  # a second attempt of one effect follows a timeout
     **{

@@ -412,4 +412,4 @@ def rows_by_clustering(rows: tuple[Row, ...]) -> Iterator[tuple[tuple[str, str],
         try:
             yield (_text(row, "sender"), _text(row, "cmid")), row
         except _Corrupt:
-            raise _corrupt("ledger row") from None
+            raise _corrupt("commit row") from None

@@ -31,6 +31,29 @@ _REPLICATION_WORD = re.compile(r"[A-Za-z0-9_.]+")
 MESSAGE_SEQUENCE = ("#message", "")  # (sender, cmid) of the tenant's message counter row
 CONVERSATION_SEQUENCE = "#conversation"  # sender of a conversation counter row; cmid = conversation
 
+#: C-ERR-01: the tables, columns and statement text of this store; no error detail may carry any of it.
+INTERNAL_TEXT = frozenset(
+    {
+        "ledger",
+        "next_seq",
+        "reserve_token",
+        "expires_at_ms",
+        "pub_entry",
+        "ns text",
+        "IF NOT EXISTS",
+        "[applied]",
+        "INSERT INTO",
+        "SELECT ",
+        "UPDATE ",
+        "DELETE FROM",
+        "cassandra.",
+        "WriteTimeout",
+        "ReadTimeout",
+        "NoHostAvailable",
+        "InvalidRequest",
+    }
+)
+
 TABLES = (
     """CREATE TABLE IF NOT EXISTS {ks}.ledger (
         ns text, tenant text, sender text, cmid text,
@@ -63,6 +86,8 @@ _HISTORY_COLUMNS = (
     "conversation_seq, message_seq, accepted_at_ms, sender, message_type, custom_type, body, "
     "reply_to, expires_at_ms"
 )
+#: The commit columns one by one (the inspector's raw form, impls/cql/_inspect.py).
+COMMIT_COLUMNS = tuple(column.strip() for column in _COMMIT_COLUMNS.split(","))
 _COMMIT_ROW = "ns = ? AND tenant = ? AND sender = ? AND cmid = ?"
 _HISTORY_PARTITION = "ns = ? AND tenant = ? AND conversation = ?"
 

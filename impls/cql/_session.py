@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 from cassandra import ConsistencyLevel
 from cassandra.cluster import EXEC_PROFILE_DEFAULT, Cluster, ExecutionProfile
-from cassandra.policies import DCAwareRoundRobinPolicy
+from cassandra.policies import DCAwareRoundRobinPolicy, ExponentialReconnectionPolicy
 from cassandra.query import dict_factory
 
 from impls.cql._boundary import Operation, translate
@@ -104,6 +104,9 @@ def _connect(settings: CqlSettings) -> _Connection:
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         connect_timeout=settings.connect_timeout_s,
         control_connection_timeout=settings.connect_timeout_s,
+        # A host marked down after one reset connection comes back within a second, not after the
+        # driver's default schedule (1 s doubling up to 10 minutes), which no caller would wait out.
+        reconnection_policy=ExponentialReconnectionPolicy(base_delay=0.05, max_delay=1.0),
     )
     try:
         session = cluster.connect()

@@ -81,7 +81,8 @@ from impls.cql._codec import (
     rows_by_clustering,
     sequence_from_row,
 )
-from impls.cql._schema import CONVERSATION_SEQUENCE, MESSAGE_SEQUENCE, Statement
+from impls.cql._inspect import CqlInspector
+from impls.cql._schema import CONVERSATION_SEQUENCE, INTERNAL_TEXT, MESSAGE_SEQUENCE, Statement
 from impls.cql._session import CqlSettings, Keyspace, open_keyspace
 from model.commit import (
     MAX_SCAN_ITEMS,
@@ -110,11 +111,11 @@ from model.commit import (
     StoreErrorKind,
     TenantId,
     TimestampMillis,
-    delivery_problem,
     history_query_problem,
     identity_matches,
     request_problem,
     reserve_identity_digest,
+    reserve_problem,
 )
 
 # Rounds of read-judge-write per transition: stages advance at most three times, plus settles.
@@ -180,7 +181,7 @@ def _unsettled(key: CommitKey) -> MessageStoreError:
     return MessageStoreError(StoreErrorKind.OUTCOME_UNKNOWN, "a conditional write could not be settled", key)
 
 
-class CqlMessageStore:
+class CqlMessageStore(CqlInspector):
     """A ``MessageStore`` on one namespace of a Cassandra/ScyllaDB keyspace.
 
     ``round_trips`` counts every statement sent to the server (for the benchmark figures).
@@ -200,6 +201,8 @@ class CqlMessageStore:
         self._gates_loop: asyncio.AbstractEventLoop | None = None
         self.round_trips = 0
         self._written = _namespaces.Written()  # the partitions to delete in drop_namespace
+
+    internal_text = INTERNAL_TEXT  # C-ERR-01 (impls/cql/_schema.py)
 
     @property
     def capabilities(self) -> StoreCapabilities:
@@ -306,7 +309,7 @@ class CqlMessageStore:
     ) -> ReserveResult:
         """C-POST-01, C-POST-02, C-PRE-02, C-PRE-03, C-ERR-04: one conditional batch per new key."""
         key = request.commit_key
-        problem = request_problem(request) or delivery_problem(request, delivery)
+        problem = reserve_problem(request, delivery, candidate)
         if problem is None and candidate.record != MessageRecord.from_send(request):
             problem = "candidate record is not the canonical record of the request"
         if problem is not None:

@@ -9,12 +9,13 @@ is one of the things the model judges.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 
 import attrs
 
 from impls.api import MembershipDirectory
+from impls.memory._inspect import fields_for, raw_of, well_formed
 from model.commit import (
     MAX_SCAN_ITEMS,
     AuthenticatedSend,
@@ -45,11 +46,11 @@ from model.commit import (
     TenantId,
     TimestampMillis,
     UserId,
-    delivery_problem,
     history_query_problem,
     identity_matches,
     request_problem,
     reserve_identity_digest,
+    reserve_problem,
 )
 
 _CAPABILITIES = StoreCapabilities(atomic_publish_and_commit=True)
@@ -107,9 +108,42 @@ class MemoryMessageStore:
         self._history: dict[_ConversationRef, dict[int, _HistoryItem]] = {}
         self._recovery: dict[CommitKey, CommitIntent] = {}  # the recovery candidates (C-POST-02)
 
+    #: C-ERR-01: the names of this store's tables, which no error detail may carry.
+    internal_text = frozenset(
+        {"_commits", "_message_seq", "_conversation_seq", "_history", "_recovery", "_HistoryItem", "KeyError"}
+    )
+
     @property
     def capabilities(self) -> StoreCapabilities:
         return _CAPABILITIES
+
+    def _entry(self, key: CommitKey) -> _Commit | None:
+        """The stored commit of ``key``; CORRUPT when what is stored does not hold together."""
+        stored = self._commits.get(key)
+        if stored is not None and not well_formed(stored):
+            raise _fail(StoreErrorKind.CORRUPT, "stored commit cannot be read", key)
+        return stored
+
+    # --- impls.api.StoreInspector (harness-only raw access) -------------------------------------
+
+    async def read_raw(self, key: CommitKey) -> dict[str, object] | None:
+        stored = self._commits.get(key)
+        return None if stored is None else raw_of(stored)
+
+    async def write_raw(self, key: CommitKey, fields: Mapping[str, object]) -> None:
+        self._commits[key] = _Commit(**fields_for(fields))
+
+    async def import_legacy(
+        self, message: CommittedMessage, identity: bytes, record: MessageRecord, delivery: FrozenDeliveryInput
+    ) -> None:
+        """impls.api.LegacyImport: a committed key as an older version kept it (full QIMC identity)."""
+        key, coordinates = message.key, message.coordinates
+        self._commits[key] = _Commit(
+            CommitStage.COMMITTED, identity, message.conversation, coordinates, None, message.publication
+        )
+        ref = (key.tenant, message.conversation)
+        self._message_seq[key.tenant] = max(self._message_seq.get(key.tenant, 0), coordinates.message_seq)
+        self._conversation_seq[ref] = max(self._conversation_seq.get(ref, 0), coordinates.conversation_seq)
 
     @asynccontextmanager
     async def _step(self) -> AsyncIterator[None]:
@@ -128,13 +162,13 @@ class MemoryMessageStore:
     ) -> ReserveResult:
         """C-POST-01, C-POST-02, C-PRE-02, C-PRE-03, C-ERR-04: allocate once per key."""
         key = request.commit_key
-        problem = request_problem(request) or delivery_problem(request, delivery)
+        problem = reserve_problem(request, delivery, candidate)
         if problem is None and candidate.record != MessageRecord.from_send(request):
             problem = "candidate record is not the canonical record of the request"
         if problem is not None:
             raise _fail(StoreErrorKind.INVALID_ARGUMENT, problem, key)
         async with self._step():
-            existing = self._commits.get(key)
+            existing = self._entry(key)
             if existing is not None:
                 if not identity_matches(existing.identity, request):
                     raise _fail(StoreErrorKind.IDENTITY_CONFLICT, "another request owns this key", key)
@@ -167,7 +201,7 @@ class MemoryMessageStore:
 
     def _locate(self, intent: CommitIntent) -> _Commit:
         """The commit ``intent`` names, if ``intent`` is exactly the reserved one (C-POST-03)."""
-        stored = self._commits.get(intent.key)
+        stored = self._entry(intent.key)
         if stored is None:
             raise _fail(StoreErrorKind.NOT_FOUND, "no commit under this key", intent.key)
         if (
@@ -263,7 +297,7 @@ class MemoryMessageStore:
     async def load_commit(self, key: CommitKey, conversation_id: ConversationId) -> LoadedCommit | None:
         """C-PRE-09: a key stored under another conversation is a conflict."""
         async with self._step():
-            stored = self._commits.get(key)
+            stored = self._entry(key)
             if stored is None:
                 return None
             if stored.conversation != conversation_id:
@@ -277,7 +311,7 @@ class MemoryMessageStore:
         if problem is not None:
             raise _fail(StoreErrorKind.INVALID_ARGUMENT, problem, key)
         async with self._step():
-            stored = self._commits.get(key)
+            stored = self._entry(key)
             if stored is None:
                 return None
             if not identity_matches(stored.identity, request):

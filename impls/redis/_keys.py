@@ -106,3 +106,22 @@ class Keys:
     @staticmethod
     def _conversation(tenant: TenantId, conversation: ConversationId) -> bytes:
         return text(f"{tenant}:{conversation}")
+
+
+#: C-ERR-01: what this store's keys and scripts look like; no error detail may carry any of it.
+INTERNAL_TEXT = frozenset(
+    {
+        "rt:{",
+        "redis.call",
+        "KEYS[",
+        "ARGV[",
+        *(f"{command} " for command in ("HGET", "HGETALL", "HMGET", "HSET", "ZADD", "ZREM", "XADD", "INCR")),
+        "ZRANGEBYSCORE",
+        "ZREVRANGEBYSCORE",
+        "EVALSHA",
+        "NOSCRIPT",
+        "WRONGTYPE",
+        "ResponseError",
+        "user_script",
+    }
+)

@@ -18,8 +18,10 @@ from redis.asyncio import Redis
 from impls.api import MembershipDirectory
 from impls.redis import _codec, _scripts
 from impls.redis._gateway import Gateway
+from impls.redis._inspect import RedisInspector
 from impls.redis._keys import (
     ALL_NAMESPACES,
+    INTERNAL_TEXT,
     Keys,
     addressable,
     key_of_member,
@@ -51,11 +53,11 @@ from model.commit import (
     StoreErrorKind,
     TimestampMillis,
     UserId,
-    delivery_problem,
     history_query_problem,
     identity_matches,
     request_problem,
     reserve_identity_digest,
+    reserve_problem,
 )
 
 _CAPABILITIES = StoreCapabilities(atomic_publish_and_commit=True)
@@ -112,7 +114,7 @@ def _refusal(status: bytes, rest: list[Any], key: CommitKey | None) -> MessageSt
     return _fail(kind, detail, key)
 
 
-class RedisMessageStore:
+class RedisMessageStore(RedisInspector):
     """An ``impls.api.MessageStore`` on one Redis (or fakeredis) server, inside one namespace."""
 
     def __init__(self, client: Redis, namespace: str, membership: MembershipDirectory) -> None:
@@ -123,6 +125,8 @@ class RedisMessageStore:
         self._keys = Keys(namespace)
         self._membership = membership
         self._last_wire: tuple[CommitIntent, _IntentWire] | None = None
+
+    internal_text = INTERNAL_TEXT  # C-ERR-01 (impls/redis/_keys.py)
 
     @property
     def capabilities(self) -> StoreCapabilities:
@@ -147,7 +151,7 @@ class RedisMessageStore:
         reservation and still answer ``ReserveCreated``.
         """
         key = request.commit_key
-        problem = request_problem(request) or delivery_problem(request, delivery)
+        problem = reserve_problem(request, delivery, candidate)
         if problem is None and candidate.record != MessageRecord.from_send(request):
             problem = "candidate record is not the canonical record of the request"
         if problem is not None:

@@ -66,14 +66,17 @@ from model.commit._validation import MAX_BODY_BYTES as MAX_BODY_BYTES
 from model.commit._validation import MAX_HISTORY_BYTES as MAX_HISTORY_BYTES
 from model.commit._validation import MAX_HISTORY_LIMIT as MAX_HISTORY_LIMIT
 from model.commit._validation import MAX_ID_LENGTH as MAX_ID_LENGTH
+from model.commit._validation import MAX_INT64 as MAX_INT64
 from model.commit._validation import MAX_MENTIONS as MAX_MENTIONS
 from model.commit._validation import MAX_SCAN_ITEMS as MAX_SCAN_ITEMS
+from model.commit._validation import candidate_problem as candidate_problem
 from model.commit._validation import content_problem as content_problem
 from model.commit._validation import delivery_problem as delivery_problem
 from model.commit._validation import history_query_problem as history_query_problem
 from model.commit._validation import is_valid_client_message_id as is_valid_client_message_id
 from model.commit._validation import is_valid_id as is_valid_id
 from model.commit._validation import request_problem as request_problem
+from model.commit._validation import reserve_problem as reserve_problem
 from model.commit._validation import send_problem as send_problem
 from model.commit._values import ABSENT_RANK as ABSENT_RANK
 from model.commit._values import AuthenticatedSend as AuthenticatedSend

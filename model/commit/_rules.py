@@ -126,6 +126,9 @@ RULES: Mapping[str, str] = {
     ),
     "C-ERR-04": (
         "*(Ratchet, from the project brief)* Bad input gets a clear, typed error and loses nothing: "
-        "the state after a refused call equals the state before it."
+        "the state after a refused call equals the state before it. *Ratchet decision:* every "
+        "integer of the contract — reply id, sequence numbers and anchors, `accepted_at_ms`, `as_of_ms`, "
+        "`retention_ms`, the expiry `accepted_at_ms + retention_ms`, membership version — is a signed "
+        "64-bit value: 2**63-1 is legal, 2**63 is `INVALID_ARGUMENT` (`model.commit.MAX_INT64`)."
     ),
 }

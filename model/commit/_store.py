@@ -18,6 +18,7 @@ from model.commit._errors import MessageStoreError, StoreErrorKind
 from model.commit._identity import identity_matches, reserve_identity_digest
 from model.commit._validation import (
     MAX_SCAN_ITEMS,
+    candidate_problem,
     delivery_problem,
     history_query_problem,
     request_problem,
@@ -181,7 +182,7 @@ def reserve(
     key = request.commit_key
     problem = request_problem(request)
     if problem is None:
-        problem = delivery_problem(request, delivery)
+        problem = delivery_problem(request, delivery) or candidate_problem(candidate, delivery)
     if problem is None and candidate.record != MessageRecord.from_send(request):
         problem = "candidate record is not the canonical record of the request"
     if problem is not None:

@@ -14,6 +14,7 @@ from model.commit._values import (
     HistoryQuery,
     MessageContent,
     MessageType,
+    ReserveCandidate,
 )
 
 MAX_ID_LENGTH = 64
@@ -23,6 +24,9 @@ MAX_RECIPIENTS = 10_000
 MAX_HISTORY_LIMIT = 100
 MAX_HISTORY_BYTES = 1 << 20
 MAX_SCAN_ITEMS = 1000
+#: Every integer of the contract (sequence numbers, reply ids, timestamps, retention, the expiry
+#: ``accepted_at_ms + retention_ms``, anchors, versions) is a signed 64-bit value: at most this.
+MAX_INT64 = 2**63 - 1
 
 _ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # A client message id is what the device made up: letters, digits and ._:- , 1 to 64 of them.
@@ -67,8 +71,8 @@ def send_problem(request: AuthenticatedSend) -> str | None:
         return f"at most {MAX_MENTIONS} mentions"
     if not all(is_valid_id(m) for m in request.mentions):
         return "a mention is not a valid user id"
-    if request.reply_to is not None and request.reply_to < 1:
-        return "reply_to must be a conversation sequence number >= 1"
+    if request.reply_to is not None and not 1 <= request.reply_to <= MAX_INT64:
+        return "reply_to must be a conversation sequence number, 1..2**63-1"
     return content_problem(request.content)
 
 
@@ -86,8 +90,17 @@ def delivery_problem(request: AuthenticatedSend, delivery: FrozenDeliveryInput) 
         return f"at most {MAX_RECIPIENTS} recipients"
     if not all(is_valid_id(r) for r in delivery.recipients):
         return "a recipient is not a valid user id"
-    if delivery.retention_ms <= 0 or delivery.membership_version < 0:
-        return "retention_ms must be > 0 and membership_version >= 0"
+    if not (0 < delivery.retention_ms <= MAX_INT64 and 0 <= delivery.membership_version <= MAX_INT64):
+        return "retention_ms must be 1..2**63-1 and membership_version 0..2**63-1"
+    return None
+
+
+def candidate_problem(candidate: ReserveCandidate, delivery: FrozenDeliveryInput) -> str | None:
+    """C-ERR-04: the acceptance time and the history expiry it implies are 64-bit timestamps."""
+    if not 0 <= candidate.accepted_at_ms <= MAX_INT64:
+        return "accepted_at_ms must be 0..2**63-1"
+    if candidate.accepted_at_ms + delivery.retention_ms > MAX_INT64:
+        return "accepted_at_ms + retention_ms (the history expiry) must be at most 2**63-1"
     return None
 
 
@@ -98,6 +111,20 @@ def history_query_problem(query: HistoryQuery) -> str | None:
         return f"limit must be 1..{MAX_HISTORY_LIMIT}"
     if not 1 <= query.max_bytes <= MAX_HISTORY_BYTES:
         return f"max_bytes must be 1..{MAX_HISTORY_BYTES}"
-    if query.anchor is not None and query.anchor < 0:
-        return "anchor must be >= 0"
+    if query.anchor is not None and not 0 <= query.anchor <= MAX_INT64:
+        return "anchor must be 0..2**63-1"
+    if not 0 <= query.as_of_ms <= MAX_INT64:
+        return "as_of_ms must be 0..2**63-1"
     return None
+
+
+def reserve_problem(
+    request: AuthenticatedSend, delivery: FrozenDeliveryInput, candidate: ReserveCandidate
+) -> str | None:
+    """C-PRE-01, C-ERR-04: why a store must refuse this ``reserve``, or None (the candidate's record
+    being the canonical one is checked beside it). One home for every store."""
+    return (
+        request_problem(request)
+        or delivery_problem(request, delivery)
+        or candidate_problem(candidate, delivery)
+    )

@@ -1,0 +1,111 @@
+"""C-PRE-08: a send quota the suite sets and exhausts, and what the committer may do with it.
+
+``HarnessQuota`` is the suite's own ``impls.commit.Quota``: it admits ``QUOTA_LIMITS[tenant]`` new
+messages per sender in an example (``t2``'s senders have none), and records every question the
+committer asks it. ``send_with_quota`` sends through a committer holding it, and judges:
+
+* a key the model already holds is a retry: it is never admitted again (the Ratchet decision of
+  C-PRE-08), so asking the quota for it is a violation, and the answer is the ACK (or the conflict,
+  when the key was first sent to another conversation);
+* a new key from a member is reserved only after the quota was asked and said yes; a quota that
+  said no makes the send ``QUOTA_EXCEEDED`` with nothing written (C-PRE-08, C-ERR-04);
+* a new key from a non-member is ``NOT_A_MEMBER``, whatever the quota would say.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import attrs
+from hypothesis import strategies as st
+from hypothesis.stateful import Bundle, multiple, rule
+
+from conformance._machine import ConformanceMachine, step
+from conformance.commit import _vocabulary as v
+from impls.commit import MessageCommitter, Quota
+from model.commit import CommitErrorKind, CommitKey, TenantId, UserId
+
+#: New messages each sender of a tenant may start in one example.
+QUOTA_LIMITS = {"t1": 1, "t2": 0}
+ACK = "ack"
+
+
+@attrs.define
+class HarnessQuota:
+    """The suite's quota: a fixed allowance per (tenant, sender); every question is recorded."""
+
+    granted: dict[tuple[TenantId, UserId], int] = attrs.field(factory=dict)
+    asked: list[tuple[TenantId, UserId, bool]] = attrs.field(factory=list)
+
+    async def admit(self, tenant: TenantId, sender: UserId) -> bool:
+        used = self.granted.get((tenant, sender), 0)
+        answer = used < QUOTA_LIMITS.get(tenant, 0)
+        if answer:
+            self.granted[tenant, sender] = used + 1
+        self.asked.append((tenant, sender, answer))
+        return answer
+
+
+class QuotaRules(ConformanceMachine):
+    """Mixed into the commit machine; uses its world (oracle, membership, committer, judge)."""
+
+    reserved = Bundle("reserved")  # the commit machine's bundle of the same name
+
+    if TYPE_CHECKING:
+        oracle: Any
+        membership: Any
+
+        def committer(
+            self, gate: Any = None, conversation: str = "c1", real: Any = None, quota: Quota | None = None
+        ) -> MessageCommitter: ...
+
+        def drive(self, body: Any) -> Any: ...
+
+        def expect_send(self, key: CommitKey, variant: str) -> frozenset[str]: ...
+
+        def judge(
+            self, how: str, key: CommitKey, allowed: frozenset[str], outcome: Any, disturbed: bool
+        ) -> None: ...
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.harness_quota = HarnessQuota()
+
+    @rule(target=reserved, key=st.sampled_from(v.KEYS))
+    @step
+    def send_with_quota(self, key: str) -> Any:
+        """C-PRE-08: a send through a committer with the suite's quota (t1: one new message per
+        sender, t2: none): admission before reserve, a retry never re-admitted."""
+        quota = self.harness_quota
+        commit_key = v.parse_key(key)
+        request = v.request(commit_key)
+        existed = commit_key in self.oracle.state.commits
+        member = commit_key.sender in self.membership.snapshot(commit_key.tenant, request.conversation)
+        asks = len(quota.asked)
+        before = self.oracle.disturbances
+        committer = self.committer(conversation=request.conversation, quota=quota)
+        outcome = self.drive(lambda gate: committer.send(request))
+        disturbed = self.oracle.disturbances > before
+        answers = [answer for _, _, answer in quota.asked[asks:]]
+        reserved = commit_key in self.oracle.state.commits
+        if existed and answers:
+            raise self.oracle.fail(
+                "C-PRE-08", f"send for {key} asked the quota again for a key already reserved"
+            ).violation
+        if not existed and member and reserved and True not in answers:
+            raise self.oracle.fail(
+                "C-PRE-08", f"send for {key} reserved a new key without the quota admitting it"
+            ).violation
+        if existed:
+            allowed = self.expect_send(commit_key, "same")  # the ACK, or a conflict
+        elif not member:
+            allowed = frozenset({CommitErrorKind.NOT_A_MEMBER.value})
+        elif answers and not answers[-1]:
+            allowed = frozenset({CommitErrorKind.QUOTA_EXCEEDED.value})
+        else:
+            allowed = frozenset({ACK})
+        self.judge("send", commit_key, allowed, outcome, disturbed)
+        if CommitErrorKind.QUOTA_EXCEEDED.value in allowed:
+            self.context.reach("quota-exhausted")
+            self.context.reach("rule:C-PRE-08")
+        return key if not existed and reserved else multiple()
