@@ -71,10 +71,11 @@ pytest: venv
 
 # --suite all is every registered suite: store, commit, saga, durability, saga-durability, transport,
 # each on the backends of its family in the list. The durability suites kill -9 and restart the
-# project's servers (scripts/services), so this runs alone: after pytest, never beside it.
+# project's servers (scripts/services), so this runs alone: after pytest, never beside it. kafka is
+# the transport suite on the project's broker (15 examples of 15 steps in ci, one broker restart).
 conformance-real: venv proto
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --backend memory,fakeredis,sqlite,redis,cql,postgres,mysql --suite all --profile $(PROFILE) $(SEED_FLAG) \
+	$(BIN)/conformance run --backend memory,fakeredis,sqlite,redis,cql,postgres,mysql,kafka --suite all --profile $(PROFILE) $(SEED_FLAG) \
 		--junit $(REPORTS)/conformance-real.xml --report $(REPORTS)/conformance-real.json
 
 # The nasaga host (docs/nasaga.md); its cargo target directory lives outside the repository.
@@ -96,6 +97,8 @@ TEST_PHASES := lint types crosshair nasaga-host pytest conformance-real conforma
 # pytest files that only repeat what conformance-real runs (store+commit on fakeredis, redis and cql,
 # ci profile, coverage gate on): make test leaves them to conformance-real; `make pytest` runs them.
 COVERED_BY_CONFORMANCE_REAL := tests/conformance/test_backends.py
+# The planted Kafka bugs search and shrink on the real broker for minutes: `make pytest` runs them.
+COVERED_BY_CONFORMANCE_REAL += tests/conformance/test_kafka_examples.py
 test: venv
 	@$(MAKE) --no-print-directory services
 	@status=0; failed=""; begin=$$(date +%s); \

@@ -51,7 +51,7 @@ PARTITIONS = 2
 BACKOFF_MS = 1_000
 SESSION_TIMEOUT_MS = 1_500
 SETTLE_S = 45.0  # a rebalance or a broker restart must settle within this; else an environment error
-DELIVERY_S = 10.0  # how long a record the model says is deliverable may take to arrive
+DELIVERY_S = 2.0  # how long a record the model says is deliverable may take to arrive
 
 
 def partition_for(command: m.CommandEnvelope) -> int:
@@ -317,13 +317,18 @@ class KafkaMachineBase(SagaSideBase):
             )
 
     def close(self) -> None:
+        # librdkafka clients hold threads until they are destroyed: close or drop every one of them.
         try:
             for consumer in self.consumers.values():
                 with contextlib.suppress(Exception):
                     consumer.abandon()
+            self.consumers.clear()
             self.observer.close()
+            self.publisher.close()
             self.admin.delete_topics(self.topics)  # this example's own topics; nothing else is touched
         except Exception:
             pass
         finally:
+            for name in ("publisher", "admin", "observer"):
+                self.__dict__.pop(name, None)
             self.runtime.close()

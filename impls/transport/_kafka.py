@@ -169,6 +169,7 @@ class KafkaCommandConsumer:
             self._client.close()
         if not self._dead:
             self._dead_letters.flush(5)
+        self._client = self._dead_letters = None  # librdkafka frees a client's threads on release
 
     def run(self, idle_sleep_s: float = 0.05) -> None:
         """The consumer loop (a thread of its host) until ``drain``."""
