@@ -61,7 +61,7 @@ def member(topics: KafkaTopics, name: str, handler: Handler, now: list[int]) -> 
         "g",
         name,
         lambda: RING,
-        handler,
+        runtime,
         clock=lambda: now[0],
         session_timeout_ms=1500,
     )
