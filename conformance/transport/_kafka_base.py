@@ -215,6 +215,17 @@ class KafkaMachineBase(SagaSideBase):
         others_waiting = any(
             p.backing_off(self.now) for q, p in self.log.partitions.items() if q != partition
         )
+        self._poll(consumer, 0.0)  # a back-off that ended is lifted at the start of a poll
+        if partition in consumer.backing_off():
+            raise Violation(
+                "S-KAFKA-04",
+                "a partition that is not backing off was paused",
+                {
+                    "partition": partition,
+                    "expected_offset": expected.offset,
+                    "others_backing_off": others_waiting,
+                },
+            )
         deadline = time.monotonic() + DELIVERY_S
         record = consumer.take(partition)
         while record is None and time.monotonic() < deadline:

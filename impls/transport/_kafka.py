@@ -147,6 +147,10 @@ class KafkaCommandConsumer:
     def assignment(self) -> frozenset[int]:
         return frozenset(self._assigned)
 
+    def backing_off(self) -> frozenset[int]:
+        """The partitions this member has paused for a back-off."""
+        return frozenset(self._paused)
+
     def drain(self) -> None:
         if self.state is Lifecycle.RUNNING:
             self.state = Lifecycle.DRAINING
