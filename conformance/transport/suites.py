@@ -92,7 +92,7 @@ def _named_backends() -> Mapping[str, BackendUnderTest]:
     for name, (factories, service, _) in KAFKA_BACKENDS.items():
         # Every step is broker round trips (and a rebalance half a second): fewer examples.
         named[name] = BackendUnderTest(
-            name, "transport", factories, service, examples={"ci": 15}, steps={"ci": 15}
+            name, "transport", factories, service, examples={"ci": 20}, steps={"ci": 15}
         )
     return named
 
