@@ -18,7 +18,7 @@ SEED_FLAG := $(if $(filter random,$(SEED)),,--seed $(SEED))
 
 -include mk/services.mk
 
-.PHONY: help venv proto pytest-parallel pytest-timing conformance conformance-real conformance-live conformance-live-commit conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
+.PHONY: help venv proto pytest-parallel pytest-timing conformance conformance-kafka conformance-real conformance-live conformance-live-commit conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
 
 help:
 	@echo "make conformance  - conformance suites on the embedded backends (memory, fakeredis, sqlite; transport on fakeredis + loopback gRPC)"
@@ -98,7 +98,7 @@ REAL_BACKENDS := embedded,real,-kafka
 LIVE_SUITES_commit := store,commit,transport
 LIVE_SUITES_saga := saga
 CRASH_SUITES := durability,saga-durability
-conformance-real: conformance-live conformance-crash
+conformance-real: conformance-live conformance-crash conformance-kafka
 conformance-live: conformance-live-commit conformance-live-saga
 
 conformance-live-commit conformance-live-saga: conformance-live-%: venv proto
@@ -111,6 +111,13 @@ conformance-crash: venv
 	@mkdir -p $(REPORTS)
 	$(BIN)/conformance run --backend $(REAL_BACKENDS) --suite $(CRASH_SUITES) --profile $(PROFILE) $(SEED_FLAG) \
 		--junit $(REPORTS)/conformance-crash.xml --report $(REPORTS)/conformance-crash.json
+
+# The transport suite on the project's Kafka broker (15 examples of 15 steps under ci): it kills -9
+# and restarts the broker once, so it runs beside nothing else that uses the broker.
+conformance-kafka: venv
+	@mkdir -p $(REPORTS)
+	$(BIN)/conformance run --backend kafka --suite transport --profile $(PROFILE) $(SEED_FLAG) \
+		--junit $(REPORTS)/conformance-kafka.xml --report $(REPORTS)/conformance-kafka.json
 
 # The nasaga host (docs/nasaga.md); its cargo target directory lives outside the repository.
 CARGO_TARGET_DIR ?= $(HOME)/.cache/ratchet/cargo-target
@@ -131,11 +138,12 @@ conformance-nasaga: venv nasaga-host
 # time is spent waiting on servers, not on a core; every group runs even when an earlier phase
 # failed, each phase's time is printed and the failed ones are named at the end. CrossHair runs
 # alone (its budgets are wall-clock: beside other work it would explore less). The host is built
-# before pytest (tests/impls/test_nasaga_host.py runs it); conformance-crash kills the servers, so
-# it runs last, beside only the timing tests (which need no server it kills).
+# before pytest (tests/impls/test_nasaga_host.py runs it); conformance-crash kills the servers and
+# conformance-kafka the broker, so they run last, beside each other (neither uses the other's
+# servers) and the timing tests (which need none of them).
 TEST_GROUPS := lint,types crosshair nasaga-host \
 	pytest-parallel,conformance-live-commit,conformance-live-saga,conformance-nasaga \
-	conformance-crash,pytest-timing
+	conformance-crash,conformance-kafka,pytest-timing
 test: venv
 	@$(MAKE) --no-print-directory services
 	@status=0; scripts/test-phases $(TEST_GROUPS) || status=$$?; \

@@ -291,6 +291,7 @@ def _transport_section(report: BenchReport) -> list[str]:
     ]
     out += table(["backend", "connector", "msg/s", "floor", "floor/s", "share"], rows, right=(2, 4, 5))
     out.append("   (sequential, one connection; a message counts once committed and acknowledged)")
+    out += [f"   {note}" for r in report.transport_rates for note in r.notes]
     return out
 
 

@@ -9,7 +9,8 @@ Per stream backend (``fakeredis``, ``redis``), slices alternate between
   ``StreamConsumer.poll_once`` until all are settled: verify, the participant's transaction on the
   in-memory saga backend, ``XACK``. A message counts once settled.
 
-For gRPC (loopback, one listener per bench run, the run's own certificates) slices alternate
+For Kafka: bench/_kafka_bench.py. For gRPC (loopback, one listener per bench run, the
+run's own certificates) slices alternate
 between a unary ``Echo`` and ``DeliverCommand`` (admission by principal, the participant's
 transaction, the receipt) over the same mTLS channel. Both loops are sequential on one
 connection: these are per-message costs, not a capacity. Nothing here is checked against a target.
@@ -59,6 +60,7 @@ class TransportRate:
     floor: str
     floor_per_second: Spread
     ratio_percent: Spread  # per run: connector / floor * 100
+    notes: tuple[str, ...] = ()  # figures that go with it (the Kafka broker's start-up)
 
 
 def _ring() -> KeyRing:
@@ -149,12 +151,18 @@ def _grpc_slices(seconds: float) -> tuple[Tally, Tally]:
     return floor, mine
 
 
-def _rate(backend: str, connector: str, floor_name: str, runs: list[tuple[Tally, Tally]]) -> TransportRate:
+def _rate(
+    backend: str,
+    connector: str,
+    floor_name: str,
+    runs: list[tuple[Tally, Tally]],
+    notes: tuple[str, ...] = (),
+) -> TransportRate:
     floors = [f.per_second for f, _ in runs]
     mine = [c.per_second for _, c in runs]
     ratios = [100.0 * c / f for f, c in zip(floors, mine, strict=True) if f > 0]
     return TransportRate(
-        backend, connector, Spread.of(mine), floor_name, Spread.of(floors), Spread.of(ratios)
+        backend, connector, Spread.of(mine), floor_name, Spread.of(floors), Spread.of(ratios), notes
     )
 
 
@@ -180,6 +188,21 @@ def run_transport(options: BenchOptions, say: Progress) -> SectionOutcome:
             continue
         rates.append(_rate(name, "redis-streams", "XADD+XREADGROUP+XACK", measured))
         say(f"transport {name}: {rates[-1].messages_per_second.median:.0f} msg/s")
+    if "kafka" in options.backends:
+        reason = unavailable("kafka")
+        if reason is not None:
+            missing["kafka"] = reason
+        else:
+            try:
+                from bench._kafka_bench import broker_startup, kafka_slices
+
+                measured = [kafka_slices(_ring(), seconds) for _ in range(runs)]
+                notes = tuple(f"{k}: {v}" for k, v in broker_startup().items())
+                floor = "produce(acks=all)+consume+commit"
+                rates.append(_rate("kafka", "kafka", floor, measured, notes))
+                say(f"transport kafka: {rates[-1].messages_per_second.median:.0f} msg/s")
+            except Exception as exc:
+                errors["transport-rate kafka"] = f"{type(exc).__name__}: {exc}"
     try:
         rates.append(
             _rate("grpc", "grpc-mtls", "unary echo (mTLS)", [_grpc_slices(seconds) for _ in range(runs)])

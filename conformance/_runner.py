@@ -174,8 +174,9 @@ def run_suite(
                 c for c in (suite.examples.get(options.profile), backend.examples.get(options.profile)) if c
             ]
             examples = min(caps) if caps else None
+        steps = options.steps if options.steps is not None else backend.steps.get(options.profile)
         settings = hypothesis_settings(
-            options.profile, examples=examples, steps=options.steps, database_dir=options.database_dir
+            options.profile, examples=examples, steps=steps, database_dir=options.database_dir
         )
     except ValueError as exc:
         context = RunContext(suite.name, backend.name, None)

@@ -49,6 +49,8 @@ class BackendUnderTest:
     #: Examples per profile for a backend whose every step is a process round trip (the nasaga
     #: host): fewer than the suite's own count, never more; ``--examples`` overrides both.
     examples: Mapping[str, int] = attrs.field(factory=dict)
+    #: Steps per example per profile for such a backend (the Kafka broker); ``--steps`` overrides.
+    steps: Mapping[str, int] = attrs.field(factory=dict)
 
     def factory(self, role: str) -> Callable[..., Any]:
         """Raises ``ValueError`` for a bad path (a usage error). The callable returned raises

@@ -161,6 +161,8 @@ class TransportBackendSpec:
     description: str
     #: Examples per profile when fewer than the suite's (BackendUnderTest.examples).
     examples: Mapping[str, int] = attrs.field(factory=dict)
+    #: Steps per example per profile when fewer than the suite's (BackendUnderTest.steps).
+    steps: Mapping[str, int] = attrs.field(factory=dict)
     build: str | None = None  # what builds it first (another runtime's connectors, in its host)
 
     @property
@@ -190,7 +192,8 @@ TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
             "kafka",
             "the Kafka connector (confluent-kafka) on the project's KRaft broker; broker kill -9 and restart",
             # Every step is broker round trips (and a rebalance half a second): fewer examples.
-            examples={"ci": 15},
+            examples={"ci": 20},
+            steps={"ci": 15},
         ),
         TransportBackendSpec(
             "nasaga-redis-stream",

@@ -32,7 +32,13 @@ from typing import TYPE_CHECKING
 import attrs
 
 from conformance import _signals
-from conformance._selection import CUSTOM_FLAGS, add_custom_flags, given_customs, pairs_to_run, with_committer_flag
+from conformance._selection import (
+    CUSTOM_FLAGS,
+    add_custom_flags,
+    given_customs,
+    pairs_to_run,
+    with_committer_flag,
+)
 from conformance._usage import (
     OneLineParser,
     check_writable_dir,

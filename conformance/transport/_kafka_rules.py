@@ -262,6 +262,44 @@ class KafkaMachine(KafkaMachineBase):
         if verdict is m.DeliveryVerdict.DEAD_LETTER:
             self.context.reach(f"dead-letter:{reason}")
 
+    def _waiting(self, partition: int) -> bool:
+        part = self.log.partitions[partition]
+        return part.position < len(part.records) and not part.backing_off(self.now)
+
+    def _feed(self, partition: int) -> bool:
+        """Make sure ``partition`` has a record to read (a saga of its own starts); False if none came."""
+        self._publish()
+        if not self._waiting(partition):
+            self._start(partition)  # the world's saga ``partition`` lives on that partition
+            self._publish()
+        return self._waiting(partition)
+
+    @rule(fate=fates)
+    @step
+    def slow_partition(self, fate: str) -> None:
+        """A transient failure backs partition 0 off; partition 1 is read meanwhile (S-KAFKA-04)."""
+        if not self._allows(f.SLOW_PARTITION) or not (self._feed(0) and self._feed(1)):
+            return
+        self._process(0, m.Decision.TRANSIENT_FAILURE, "committed", "none")
+        self._process(1, m.Decision.SUCCEED, fate, "none")
+
+    @rule(fate=fates, how=st.sampled_from(["rebalance", "kill"]))
+    @step
+    def move_mid_unit(self, fate: str, how: str) -> None:
+        """A unit of the last partition sees c2 join or leave (``rebalance``: members are ordered by
+        client id under the range assignor, so the last partition moves) or its consumer die
+        (``kill``) between its COMMIT and its offset commit; the record is read once more."""
+        last = PARTITIONS - 1
+        if self.group_changes >= MAX_GROUP_CHANGES or not self._feed(last):
+            return
+        while self._waiting(last) and (last, self.log.partitions[last].position) in self.bad:
+            self._process(last, m.Decision.SUCCEED, "committed", "none")  # planted records first
+        if not self._feed(last):
+            return
+        self._process(last, m.Decision.SUCCEED, fate, how)
+        if self._waiting(last):
+            self._process(last, m.Decision.SUCCEED, "committed", "none")
+
     @rule()
     @step
     def scale(self) -> None:

@@ -70,7 +70,9 @@ def kafka_targets(stats: SuiteStats) -> Mapping[str, str]:
 
 def _named_backends() -> Mapping[str, BackendUnderTest]:
     return {
-        name: BackendUnderTest(name, "transport", dict(spec.factories), spec.service, examples=spec.examples)
+        name: BackendUnderTest(
+            name, "transport", dict(spec.factories), spec.service, examples=spec.examples, steps=spec.steps
+        )
         for name, spec in TRANSPORT_BACKENDS.items()
     }
 

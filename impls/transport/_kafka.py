@@ -147,6 +147,10 @@ class KafkaCommandConsumer:
     def assignment(self) -> frozenset[int]:
         return frozenset(self._assigned)
 
+    def backing_off(self) -> frozenset[int]:
+        """The partitions this member has paused for a back-off."""
+        return frozenset(self._paused)
+
     def drain(self) -> None:
         if self.state is Lifecycle.RUNNING:
             self.state = Lifecycle.DRAINING
@@ -169,6 +173,7 @@ class KafkaCommandConsumer:
             self._client.close()
         if not self._dead:
             self._dead_letters.flush(5)
+        self._client = self._dead_letters = None  # librdkafka frees a client's threads on release
 
     def run(self, idle_sleep_s: float = 0.05) -> None:
         """The consumer loop (a thread of its host) until ``drain``."""
