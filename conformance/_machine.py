@@ -78,6 +78,11 @@ class BudgetSpent(KeyboardInterrupt):
     catches it; it never reaches the CLI."""
 
 
+class StoppedByPeer(BudgetSpent):
+    """Another worker of the same suite found a violation first (``conformance._workers``): this
+    one stops generating, and shrinks nothing, so the run's violation is shrunk exactly once."""
+
+
 @attrs.define
 class RecordedFailure:
     program: list[Step]
@@ -114,6 +119,11 @@ class RunContext:
     hard_deadline: float | None = None
     budget_spent: bool = False
     cleanup: Namespaces = attrs.field(factory=Namespaces)
+    #: Set in a worker process (``conformance._workers``): ``peer_check`` runs at every example
+    #: start and step (it raises ``StoppedByPeer`` once another worker claimed a violation);
+    #: ``on_failure`` runs when this worker records a violation (it claims it).
+    peer_check: Callable[[], None] | None = None
+    on_failure: Callable[[], None] | None = None
     _namespaces: int = 0
 
     def new_namespace(self) -> str:
@@ -128,6 +138,8 @@ class RunContext:
     def check_budget(self) -> None:
         """Raise ``BudgetSpent`` once the deadline passed: at once when nothing failed yet, else
         after the hard deadline (a found failure gets the time between them to shrink)."""
+        if self.peer_check is not None:
+            self.peer_check()
         if self.deadline is None:
             return
         now = time.monotonic()
@@ -200,6 +212,8 @@ class ConformanceMachine(RuleBasedStateMachine):
     def record_failure(self, violation: Violation) -> None:
         self.failed = True
         self.context.last_failure = RecordedFailure(list(self.program), violation, list(self.trace))
+        if self.context.on_failure is not None:
+            self.context.on_failure()
 
     def teardown(self) -> None:
         finished = False
