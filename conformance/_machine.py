@@ -65,6 +65,9 @@ class SuiteStats:
     faults: Counter[str] = attrs.field(factory=Counter)  # fault kind -> times injected
     rules: Counter[str] = attrs.field(factory=Counter)  # machine rule -> times run
     reached: set[str] = attrs.field(factory=set)  # coverage targets hit ("fault-point:M-COMMIT-04")
+    #: Per target, how many examples reached it: ``scripts/reach.py`` turns the share of examples
+    #: into the chance that a whole run misses it.
+    reached_in: Counter[str] = attrs.field(factory=Counter)
     backend_seconds: float = 0.0  # time spent awaiting the system under test
     latency: CallLatencies = attrs.field(factory=CallLatencies)  # backend call latency per method
     details: dict[str, str] = attrs.field(factory=dict)  # facts learnt while running (capabilities)
@@ -119,6 +122,7 @@ class RunContext:
     hard_deadline: float | None = None
     budget_spent: bool = False
     cleanup: Namespaces = attrs.field(factory=Namespaces)
+    example_reached: set[str] = attrs.field(factory=set)  # what the running example reached
     #: Set in a worker process (``conformance._workers``): ``peer_check`` runs at every example
     #: start and step (it raises ``StoppedByPeer`` once another worker claimed a violation);
     #: ``on_failure`` runs when this worker records a violation (it claims it).
@@ -133,7 +137,10 @@ class RunContext:
         return f"rt{namespace_stamp()}{self.run_id}{os.getpid() % 100000:05d}x{self._namespaces}"
 
     def reach(self, target: str) -> None:
-        self.stats.reached.add(target)
+        if target not in self.example_reached:
+            self.example_reached.add(target)
+            self.stats.reached.add(target)
+            self.stats.reached_in[target] += 1
 
     def check_budget(self) -> None:
         """Raise ``BudgetSpent`` once the deadline passed: at once when nothing failed yet, else
@@ -150,7 +157,7 @@ class RunContext:
 
     def inject(self, kind: str) -> None:
         self.stats.faults[kind] += 1
-        self.stats.reached.add(f"fault:{kind}")
+        self.reach(f"fault:{kind}")
 
     def machine_class(self, base: type[ConformanceMachine]) -> type[ConformanceMachine]:
         """A subclass bound to this context, named after backend and suite (the database key)."""
@@ -177,6 +184,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.trace: list[str] = []  # what the system under test was asked in the current step
         self.failed = False
         self.context.stats.examples += 1
+        self.context.example_reached = set()
         self._last_progress = 0
         if self.context.progress is not None:
             self.context.progress(self.context)
@@ -268,7 +276,7 @@ def step(function: F) -> F:
         stats = self.context.stats
         stats.steps += 1
         stats.rules[name] += 1
-        stats.reached.add(target)
+        self.context.reach(target)
         self.trace = []
         try:
             result = function(self, **kwargs)

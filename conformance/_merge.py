@@ -38,6 +38,7 @@ def merge_stats(parts: Iterable[SuiteStats]) -> SuiteStats:
         out.faults.update(stats.faults)
         out.rules.update(stats.rules)
         out.reached |= stats.reached
+        out.reached_in.update(stats.reached_in)
         out.backend_seconds += stats.backend_seconds
         out.latency.absorb(stats.latency)
         for key, value in stats.details.items():
@@ -89,6 +90,7 @@ def merge_results(
         failure=failure if verdict in (Verdict.VIOLATION, Verdict.INTERRUPTED) else None,
         coverage_gaps=tuple(gaps[t] for t in sorted(gaps)),
         coverage_targets=max(p.coverage_targets for p in parts),
+        demanded=tuple(sorted({t for p in parts for t in p.demanded})),
         error=error,
         budget_spent=any(p.budget_spent for p in parts),
         target_examples=sum(targets) if targets else None,
@@ -200,6 +202,7 @@ def _result_from_json(r: dict[str, Any]) -> SuiteResult:
     stats.faults.update({str(k): int(v) for k, v in r["faults_injected"].items()})
     stats.rules.update({str(k): int(v) for k, v in r["rules_run"].items()})
     stats.reached = {str(t) for t in r["coverage"]["reached"]}
+    stats.reached_in.update({str(k): int(v) for k, v in r["coverage"].get("examples_reaching", {}).items()})
     stats.backend_seconds = float(r["backend_seconds"])
     stats.details = {str(k): str(v) for k, v in r["details"].items()}
     failure = None
@@ -225,6 +228,7 @@ def _result_from_json(r: dict[str, Any]) -> SuiteResult:
         failure=failure,
         coverage_gaps=tuple(CoverageGap(g["target"], g["description"]) for g in r["coverage"]["gaps"]),
         coverage_targets=int(r["coverage"]["targets"]),
+        demanded=tuple(r["coverage"].get("demanded", ())),
         error=r["error"],
         budget_spent=bool(r["budget_spent"]),
         target_examples=r["examples_target"],

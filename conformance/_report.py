@@ -63,6 +63,7 @@ class SuiteResult:
     failure: FailureSummary | None = None
     coverage_gaps: tuple[CoverageGap, ...] = ()
     coverage_targets: int = 0
+    demanded: tuple[str, ...] = ()  # the names of the coverage targets (reached or not)
     error: str | None = None  # for Verdict.ERROR: one line saying what went wrong
     budget_spent: bool = False  # the time budget stopped generation before the target was reached
     target_examples: int | None = None  # what the settings asked for
@@ -272,7 +273,9 @@ class Report:
                     "coverage": {
                         "gate": r.gated,
                         "targets": r.coverage_targets,
+                        "demanded": list(r.demanded),
                         "reached": reached,
+                        "examples_reaching": dict(sorted(r.stats.reached_in.items())),
                         "gaps": [{"target": g.target, "description": g.description} for g in r.coverage_gaps],
                     },
                     "details": dict(r.stats.details),

@@ -330,9 +330,8 @@ def run_suite(
         for target, why in sorted(targets.items())
         if target not in context.stats.reached
     )
-    if gaps and options.coverage_gate:
-        return result(Verdict.COVERAGE, coverage_gaps=gaps, coverage_targets=len(targets))
-    return result(Verdict.PASS, coverage_gaps=gaps, coverage_targets=len(targets))
+    verdict = Verdict.COVERAGE if gaps and options.coverage_gate else Verdict.PASS
+    return result(verdict, coverage_gaps=gaps, coverage_targets=len(targets), demanded=tuple(sorted(targets)))
 
 
 def _violation_in(exc: BaseException) -> Violation | None:
