@@ -64,7 +64,7 @@ from conformance._suites import BackendUnderTest, Suite
 
 #: After a signal the parent waits this long for the workers' results, then kills what is left;
 #: the guard's own forced stop comes at ``_signals.GRACE_S``.
-SIGNAL_WAIT_S = 0.45
+SIGNAL_WAIT_S = 0.4
 POLL_S = 0.05
 
 
@@ -196,6 +196,9 @@ class _Pool:
             )
         if self.journal is not None:
             self.journal.running = self._interrupted
+        # Import the suite's machine (and what it pulls in) once, before the fork: a worker then
+        # starts its first example at once, and sees a signal at its first step.
+        self.suite.machine()
         try:
             for process in processes.values():
                 process.start()
