@@ -64,7 +64,7 @@ from conformance._suites import BackendUnderTest, Suite
 
 #: After a signal the parent waits this long for the workers' results, then kills what is left;
 #: the guard's own forced stop comes at ``_signals.GRACE_S``.
-SIGNAL_WAIT_S = 0.4
+SIGNAL_WAIT_S = 0.3
 POLL_S = 0.05
 
 

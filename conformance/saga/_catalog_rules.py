@@ -259,12 +259,15 @@ class CatalogRules(SagaMachineBase):
             self.expect("S-ROUTE-11", routes, self.runtime.select_capability_routes(query, self.now))
             self.context.reach(f"select:{type(routes).__name__}")
         elif read == "route":
-            single = m.select_capability_route(self.model, query, self.now)
-            self.expect("S-ROUTE-12", single, self.runtime.select_capability_route(query, self.now))
-            self.context.reach(f"select-one:{type(single).__name__}")
+            self._select_one(query)
         else:
             snapshot = m.catalog_snapshot(self.model, self.now)
             self.expect("S-ROUTE-10", snapshot, self.runtime.catalog_snapshot(self.now))
+
+    def _select_one(self, query: m.RouteQuery) -> None:
+        single = m.select_capability_route(self.model, query, self.now)
+        self.expect("S-ROUTE-12", single, self.runtime.select_capability_route(query, self.now))
+        self.context.reach(f"select-one:{type(single).__name__}")
 
     @precondition(lambda self: self.caps.routes)
     @rule()
@@ -280,6 +283,12 @@ class CatalogRules(SagaMachineBase):
         self.expect("S-CAT-02", published, self.runtime.publish_definition(w.SPARE, w.SPARE_DIGEST))
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.ACTIVATE)
         self._register(key, 0, key.owner, w.LEASE_MS, "committed")
+        # A second replica of the step at another address: the single-route read must refuse to
+        # pick one (S-ROUTE-12). Directed here, on a walk most examples take, so that a ci run
+        # reaches select-one:AmbiguousRoute whatever its seed (docs/ci-gate.md, "reach").
+        other = attrs.evolve(key, replica=w.REPLICAS[1])
+        self._register(other, 1, other.owner, w.LEASE_MS, "committed")
+        self._select_one(m.RouteQuery(w.SPARE_KEY, 0))
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.DEPRECATE)
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.RETIRE)
         self.now += w.LEASE_MS  # the replica stopped renewing; its lease runs out
