@@ -30,9 +30,9 @@ TRANSPORT_BACKENDS = {
 
 
 def _machine() -> type[ConformanceMachine]:
-    from conformance.transport._machine import TransportMachine
+    from conformance.transport._directed import DirectedTransportMachine
 
-    return TransportMachine
+    return DirectedTransportMachine
 
 
 def transport_targets(stats: SuiteStats) -> Mapping[str, str]:
