@@ -172,8 +172,13 @@ def test_shards_merge_into_one_verdict_and_a_missing_shard_has_none(
 
 # --- signals ------------------------------------------------------------------------------------
 
+#: (signal, moment, to the whole process group as a terminal's Ctrl-C is, or to the parent alone)
 MOMENTS = [
-    (signal.SIGINT if i % 2 == 0 else signal.SIGTERM, round(random.Random(1919 + i).uniform(0.0, 1.5), 3))
+    (
+        signal.SIGINT if i % 2 == 0 else signal.SIGTERM,
+        round(random.Random(1919 + i).uniform(0.0, 1.5), 3),
+        i % 4 < 2,
+    )
     for i in range(8)
 ]
 
@@ -193,9 +198,9 @@ def _ours(marker: str) -> list[int]:
 
 
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to find the workers")
-@pytest.mark.parametrize(("signum", "offset"), MOMENTS, ids=lambda v: getattr(v, "name", str(v)))
+@pytest.mark.parametrize(("signum", "offset", "group"), MOMENTS, ids=lambda v: getattr(v, "name", str(v)))
 def test_a_signal_stops_every_worker_within_a_second(
-    signum: signal.Signals, offset: float, tmp_path: Path
+    signum: signal.Signals, offset: float, group: bool, tmp_path: Path
 ) -> None:
     report = tmp_path / "report.json"
     argv = [str(CONFORMANCE), "run", "--backend", "memory", "--suite", "store,commit", "--workers", "2"]
@@ -203,7 +208,13 @@ def test_a_signal_stops_every_worker_within_a_second(
     argv += ["--failures", str(tmp_path / "failures"), "--report", str(report)]
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     child = subprocess.Popen(
-        argv, cwd=tmp_path, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+        argv,
+        cwd=tmp_path,
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
     )
     try:
         assert child.stderr is not None
@@ -212,7 +223,10 @@ def test_a_signal_stops_every_worker_within_a_second(
         if child.poll() is not None:
             pytest.skip(f"the run ended before +{offset}s")
         sent = time.monotonic()
-        child.send_signal(signum)
+        if group:
+            os.killpg(child.pid, signum)  # the parent and its workers at once
+        else:
+            child.send_signal(signum)
         out, err = child.communicate(timeout=10)
         latency = time.monotonic() - sent
     finally:
@@ -220,7 +234,8 @@ def test_a_signal_stops_every_worker_within_a_second(
             child.kill()
             child.wait()
     print(
-        f"{signum.name} at +{offset:.3f}s, 2 workers: exit {child.returncode} after {latency * 1000:.0f} ms"
+        f"{signum.name} to {'the group' if group else 'the parent'} at +{offset:.3f}s: "
+        f"exit {child.returncode} after {latency * 1000:.0f} ms (load {os.getloadavg()[0]:.1f})"
     )
     assert child.returncode in (128 + signum, -signum), (out, err)
     assert latency <= 1.0
