@@ -28,6 +28,9 @@ class ScalingFigure:
     workers: int
     steps_per_second: tuple[float, ...]  # one per run
     verdicts: tuple[str, ...]
+    #: Steps per CPU second (this process and its workers): flat across worker counts when the
+    #: split costs nothing, so a ratio below the worker count is the machine's, not the split's.
+    steps_per_cpu_second: tuple[float, ...] = ()
 
     @property
     def median(self) -> float:
@@ -56,15 +59,18 @@ class Scaling:
             f"harness steps/s by worker count ({','.join(self.suites)}, {self.examples} examples x "
             f"<= {self.steps} steps per suite; median of {runs} runs; {self.cores} cores)",
             f"load average before {_load(self.load_before)}, after {_load(self.load_after)}",
-            f"{'backend':<10} {'workers':>7} {'steps/s':>9} {'ratio':>6}  runs (steps/s)",
+            f"{'backend':<10} {'workers':>7} {'steps/s':>9} {'ratio':>6} {'steps/cpu-s':>11}  runs (steps/s)",
         ]
         for f in self.figures:
             ratio = self.ratio(f.backend, f.workers)
-            runs = ", ".join(f"{v:.0f}" for v in f.steps_per_second)
+            each = ", ".join(f"{v:.0f}" for v in f.steps_per_second)
             bad = [v for v in f.verdicts if v != "pass"]
             note = f"  ({len(bad)} runs not pass: {', '.join(sorted(set(bad)))})" if bad else ""
             text = "-" if ratio is None else f"{ratio:.2f}x"
-            lines.append(f"{f.backend:<10} {f.workers:>7} {f.median:>9.0f} {text:>6}  {runs}{note}")
+            cpu = statistics.median(f.steps_per_cpu_second) if f.steps_per_cpu_second else 0.0
+            lines.append(
+                f"{f.backend:<10} {f.workers:>7} {f.median:>9.0f} {text:>6} {cpu:>11.0f}  {runs}{note}"
+            )
         for backend, why in self.unavailable.items():
             lines.append(f"{backend:<10} unavailable: {why}")
         memory = self.ratio("memory", 2)
@@ -89,6 +95,7 @@ class Scaling:
                     "steps_per_second": [round(v, 1) for v in f.steps_per_second],
                     "ratio": self.ratio(f.backend, f.workers),
                     "verdicts": list(f.verdicts),
+                    "steps_per_cpu_second": [round(v, 1) for v in f.steps_per_cpu_second],
                 }
                 for f in self.figures
             ],
@@ -129,6 +136,7 @@ def run_scaling(
             continue
         pairs_of[name] = pairs
     samples: dict[tuple[str, int], list[float]] = {}
+    per_cpu: dict[tuple[str, int], list[float]] = {}
     verdicts: dict[tuple[str, int], list[str]] = {}
     before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ratchet-scaling-") as tmp:
@@ -144,21 +152,36 @@ def run_scaling(
                         coverage_gate=False,
                     )
                     runner = SplitRunner(Split(count)) if count > 1 else None
+                    cpu_before = _cpu_s()
                     report = run_matrix(pairs, options, None, None, runner)
+                    cpu = _cpu_s() - cpu_before
                     done = sum(r.stats.steps for r in report.results)
                     wall = sum(r.elapsed_s for r in report.results)
                     rate = done / wall if wall > 0 else 0.0
                     samples.setdefault((name, count), []).append(rate)
+                    per_cpu.setdefault((name, count), []).append(done / cpu if cpu > 0 else 0.0)
                     verdicts.setdefault((name, count), []).extend(r.verdict.value for r in report.results)
                     if say is not None:
                         say(f"scaling {name} x{count} run {run + 1}/{runs}: {rate:.0f} steps/s")
     after = os.getloadavg()
     figures = tuple(
-        ScalingFigure(name, count, tuple(samples[(name, count)]), tuple(verdicts[(name, count)]))
+        ScalingFigure(
+            name,
+            count,
+            tuple(samples[(name, count)]),
+            tuple(verdicts[(name, count)]),
+            tuple(per_cpu[(name, count)]),
+        )
         for name in pairs_of
         for count in workers
     )
     return Scaling(figures, before, after, auto_workers(), examples, steps, tuple(suites), unavailable)
+
+
+def _cpu_s() -> float:
+    """CPU seconds of this process and of its children that ended (the workers, once joined)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
 
 
 def _load(values: tuple[float, float, float]) -> str:
