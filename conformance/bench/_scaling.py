@@ -69,7 +69,7 @@ class Scaling:
             text = "-" if ratio is None else f"{ratio:.2f}x"
             cpu = statistics.median(f.steps_per_cpu_second) if f.steps_per_cpu_second else 0.0
             lines.append(
-                f"{f.backend:<10} {f.workers:>7} {f.median:>9.0f} {text:>6} {cpu:>11.0f}  {runs}{note}"
+                f"{f.backend:<10} {f.workers:>7} {f.median:>9.0f} {text:>6} {cpu:>11.0f}  {each}{note}"
             )
         for backend, why in self.unavailable.items():
             lines.append(f"{backend:<10} unavailable: {why}")
