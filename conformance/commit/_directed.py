@@ -51,5 +51,7 @@ class DirectedCommitMachine(CommitMachine):
             else:
                 _body("arm_outbox_fault")(self, kind=what, calls=1)
             _body("send")(self, key=key, variant="same")
+            self.after_step()  # the checks a program runs between the two steps
             if v.parse_key(key) in self.oracle.state.commits:
                 _body("resume")(self, key=key)
+                self.after_step()

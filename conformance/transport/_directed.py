@@ -7,8 +7,9 @@ of planted entry read and dead-lettered (``dead-letter:*``, S-STREAM-05); a cons
 its transaction, its entry absorbed as a duplicate by another (S-PART-02); each refused gRPC call
 and a lost reply (S-GRPC-01..05). On some seeds a ci run never lines them up and the gate fails by
 chance (docs/ci-gate.md). ``stream_walk`` takes that order once per example, through the bodies of
-the machine's own rules and helpers, so every comparison with the delivery model runs as it does
-for them; the program names it (``stream_walk()``), replay repeats it, shrinking drops it.
+the machine's own rules and helpers, with the after-step checks between its stages, so every
+comparison with the delivery model runs as it does for them and blames the same rule; the program
+names it (``stream_walk()``), replay repeats it, shrinking drops it.
 """
 
 from __future__ import annotations
@@ -51,16 +52,21 @@ class DirectedTransportMachine(TransportMachine):
             self._fetch(owner, holder, 1)
             if self.in_hand[(owner, holder)]:
                 self._process(owner, holder, m.Decision.SUCCEED, "committed", True)
+                self.after_step()  # the checks a program runs between the two steps
                 unwrapped(TransportMachine.claim)(self, owner=owner, consumer=thief, expired=True)
                 while self.in_hand[(owner, thief)]:
                     self._process(owner, thief, m.Decision.SUCCEED, "committed", False)
         self._publish()
         self._fetch(owner, holder, 3)
+        self.after_step()
         unwrapped(TransportMachine.claim)(self, owner=owner, consumer=thief, expired=True)
+        self.after_step()
         unwrapped(TransportMachine.process)(
             self, owner=owner, consumer=thief, decision="succeed", fate="committed", kill=False
         )
+        self.after_step()
         unwrapped(TransportMachine.trim)(self, owner=owner, catch_up=3)
+        self.after_step()
         # Every kind of entry no genuine producer wrote, read and dead-lettered (S-STREAM-05).
         for how in sorted(PLANTED):
             unwrapped(TransportMachine.plant_entry)(self, owner=owner, how=how)
