@@ -249,3 +249,28 @@ def test_a_signal_stops_every_worker_within_a_second(
         verdicts = [r["verdict"] for r in data["results"]]
         assert "interrupted" in verdicts or "not-run" in verdicts
         assert all(r["verdict"] != "stopped" for r in data["results"])
+
+
+# --- fork safety ----------------------------------------------------------------------------------
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="workers fork where the platform can")
+def test_a_forked_worker_starts_its_own_fault_proxy() -> None:
+    """A worker forked after the parent ran a wire backend in-process (``bench --workers 1,2``)
+    must not arm the parent's proxy, whose serving thread did not survive the fork."""
+    from conformance.wire._routes import route
+
+    parent = route("redis").proxy
+    reader, writer = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child: answer through the pipe, never return into pytest
+        try:
+            child = route("redis").proxy
+            ok = child is not parent and child.address is not None and child.address != parent.address
+            os.write(writer, b"1" if ok else b"0")
+        finally:
+            os._exit(0)
+    os.close(writer)
+    answer = os.read(reader, 1)
+    os.waitpid(pid, 0)
+    assert answer == b"1"
