@@ -29,6 +29,11 @@ The workers share three small pieces of state with the parent:
   running shortly before the parent's one-second deadline is killed.
 - ``counters``: examples and steps per worker, for the parent's live progress line.
 
+Forking copies the parent's process-wide caches but not their threads: the modules that keep
+connections or proxies per process (``conformance/wire/_routes.py``, ``impls/sql/_server.py``,
+``impls/cql/_session.py``) forget them in a forked child (``os.register_at_fork``), which opens its
+own.
+
 Why ``multiprocessing`` and not ``concurrent.futures.ProcessPoolExecutor``: the parent must reach
 each worker (their process ids, to kill one stuck past the deadline) and share the claim and the
 event with them while they run; a pool hides its processes and would reuse them across suites.
