@@ -74,6 +74,13 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         "--strict", action="store_true", help="exit 1 on a missed target, unavailable backend or failed run"
     )
     parser.add_argument("--quiet", action="store_true", help="no progress lines on stderr")
+    parser.add_argument(
+        "--workers",
+        type=_csv,
+        default=None,
+        metavar="N,M",
+        help="only the scaling section: steps/s at each worker count, as 1,2 (bench/_scaling.py)",
+    )
 
 
 def options_from(args: argparse.Namespace) -> BenchOptions:
@@ -106,6 +113,9 @@ def _run(args: argparse.Namespace) -> int:
     def progress(line: str) -> None:
         print(f"bench: {line}", file=sys.stderr, flush=True)
 
+    if args.workers is not None:
+        return _run_scaling(args, options, None if args.quiet else progress)
+
     try:
         report = run_bench(options, None if args.quiet else progress)
     except ValueError as exc:
@@ -115,6 +125,39 @@ def _run(args: argparse.Namespace) -> int:
         write_json(report, args.json)
         print(f"\nJSON: {args.json}")
     return report.exit_code(args.strict)
+
+
+def _run_scaling(args: argparse.Namespace, options: BenchOptions, progress: Any) -> int:
+    import json
+
+    from bench._scaling import run_scaling
+
+    try:
+        counts = [int(n) for n in args.workers]
+        if not counts or min(counts) < 1:
+            raise ValueError
+    except ValueError:
+        raise UsageError(f"--workers {','.join(args.workers)}: worker counts, as 1,2") from None
+    backends = args.backend if args.backend is not None else ("memory", "redis")
+    suites = [s for s in options.suites if s in ("store", "commit")] or ["store", "commit"]
+    try:
+        scaling = run_scaling(
+            backends,
+            counts,
+            suites=suites,
+            runs=options.runs,
+            examples=args.examples or 200,
+            steps=args.steps or 40,
+            seed=options.seed,
+            say=progress,
+        )
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    print(scaling.render())
+    if args.json is not None:
+        args.json.write_text(json.dumps({"scaling": scaling.to_json()}, indent=2) + "\n")
+        print(f"\nJSON: {args.json}")
+    return 2 if scaling.unavailable and args.strict else 0
 
 
 BENCH = register_subcommand(

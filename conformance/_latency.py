@@ -33,6 +33,14 @@ class CallLatencies:
         counts[bisect.bisect_left(LATENCY_BOUNDS, seconds)] += 1
         self.sums[method] += seconds
 
+    def absorb(self, other: CallLatencies) -> None:
+        """Add ``other``'s observations (another worker's share of the same suite)."""
+        for method, counts in other.buckets.items():
+            mine = self.buckets.setdefault(method, [0] * (len(LATENCY_BOUNDS) + 1))
+            for index, n in enumerate(counts):
+                mine[index] += n
+            self.sums[method] = self.sums.get(method, 0.0) + other.sums.get(method, 0.0)
+
     def count(self, method: str) -> int:
         return sum(self.buckets.get(method, ()))
 

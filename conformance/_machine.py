@@ -65,6 +65,9 @@ class SuiteStats:
     faults: Counter[str] = attrs.field(factory=Counter)  # fault kind -> times injected
     rules: Counter[str] = attrs.field(factory=Counter)  # machine rule -> times run
     reached: set[str] = attrs.field(factory=set)  # coverage targets hit ("fault-point:M-COMMIT-04")
+    #: Per target, how many examples reached it: ``scripts/reach.py`` turns the share of examples
+    #: into the chance that a whole run misses it.
+    reached_in: Counter[str] = attrs.field(factory=Counter)
     backend_seconds: float = 0.0  # time spent awaiting the system under test
     latency: CallLatencies = attrs.field(factory=CallLatencies)  # backend call latency per method
     details: dict[str, str] = attrs.field(factory=dict)  # facts learnt while running (capabilities)
@@ -76,6 +79,11 @@ class BudgetSpent(KeyboardInterrupt):
     A ``KeyboardInterrupt`` for the same reason as ``_signals.RunInterrupted``: it is the one
     exception Hypothesis lets through without saving the example or shrinking it. The runner
     catches it; it never reaches the CLI."""
+
+
+class StoppedByPeer(BudgetSpent):
+    """Another worker of the same suite found a violation first (``conformance._workers``): this
+    one stops generating, and shrinks nothing, so the run's violation is shrunk exactly once."""
 
 
 @attrs.define
@@ -120,6 +128,12 @@ class RunContext:
     cleanup: Namespaces = attrs.field(factory=Namespaces)
     #: The backend's real service (BackendSpec.service): probed between examples, see check_service.
     service: str | None = None
+    example_reached: set[str] = attrs.field(factory=set)  # what the running example reached
+    #: Set in a worker process (``conformance._workers``): ``peer_check`` runs at every example
+    #: start and step (it raises ``StoppedByPeer`` once another worker claimed a violation);
+    #: ``on_failure`` runs when this worker records a violation (it claims it).
+    peer_check: Callable[[], None] | None = None
+    on_failure: Callable[[], None] | None = None
     _namespaces: int = 0
     _probed: float = attrs.field(factory=time.monotonic)
 
@@ -130,11 +144,16 @@ class RunContext:
         return f"rt{namespace_stamp()}{self.run_id}{os.getpid() % 100000:05d}x{self._namespaces}"
 
     def reach(self, target: str) -> None:
-        self.stats.reached.add(target)
+        if target not in self.example_reached:
+            self.example_reached.add(target)
+            self.stats.reached.add(target)
+            self.stats.reached_in[target] += 1
 
     def check_budget(self) -> None:
         """Raise ``BudgetSpent`` once the deadline passed: at once when nothing failed yet, else
         after the hard deadline (a found failure gets the time between them to shrink)."""
+        if self.peer_check is not None:
+            self.peer_check()
         if self.deadline is None:
             return
         now = time.monotonic()
@@ -156,7 +175,7 @@ class RunContext:
 
     def inject(self, kind: str) -> None:
         self.stats.faults[kind] += 1
-        self.stats.reached.add(f"fault:{kind}")
+        self.reach(f"fault:{kind}")
 
     def machine_class(self, base: type[ConformanceMachine]) -> type[ConformanceMachine]:
         """A subclass bound to this context, named after backend and suite (the database key)."""
@@ -184,6 +203,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.trace: list[str] = []  # what the system under test was asked in the current step
         self.failed = False
         self.context.stats.examples += 1
+        self.context.example_reached = set()
         self._last_progress = 0
         if self.context.progress is not None:
             self.context.progress(self.context)
@@ -219,6 +239,8 @@ class ConformanceMachine(RuleBasedStateMachine):
     def record_failure(self, violation: Violation) -> None:
         self.failed = True
         self.context.last_failure = RecordedFailure(list(self.program), violation, list(self.trace))
+        if self.context.on_failure is not None:
+            self.context.on_failure()
 
     def teardown(self) -> None:
         finished = False
@@ -273,7 +295,7 @@ def step(function: F) -> F:
         stats = self.context.stats
         stats.steps += 1
         stats.rules[name] += 1
-        stats.reached.add(target)
+        self.context.reach(target)
         self.trace = []
         try:
             result = function(self, **kwargs)

@@ -31,6 +31,9 @@ class Verdict(enum.Enum):
     ERROR = "error"
     INTERRUPTED = "interrupted"  # stopped by a signal: no verdict was reached
     NOT_RUN = "not-run"  # the run was interrupted before this suite started
+    #: One worker's share, stopped because another worker found a violation first
+    #: (``conformance._workers``); never the verdict of a merged suite.
+    STOPPED = "stopped"
 
 
 @attrs.frozen
@@ -60,11 +63,14 @@ class SuiteResult:
     failure: FailureSummary | None = None
     coverage_gaps: tuple[CoverageGap, ...] = ()
     coverage_targets: int = 0
+    demanded: tuple[str, ...] = ()  # the names of the coverage targets (reached or not)
     error: str | None = None  # for Verdict.ERROR: one line saying what went wrong
     budget_spent: bool = False  # the time budget stopped generation before the target was reached
     target_examples: int | None = None  # what the settings asked for
     namespaces_dropped: int = 0  # examples' namespaces removed (conformance._cleanup)
     namespaces_kept: tuple[str, ...] = ()  # the counterexample's, left on the backend to inspect
+    workers: int = 1  # processes that shared the examples (``conformance._workers``)
+    gated: bool = True  # whether a coverage gap fails the suite (``--no-coverage-gate``: False)
 
     @property
     def steps_per_second(self) -> float:
@@ -81,6 +87,8 @@ class SuiteResult:
             return "INTERRUPTED" if self.failure is None else "INTERRUPTED (found)"
         if self.verdict is Verdict.NOT_RUN:
             return "not run"
+        if self.verdict is Verdict.STOPPED:
+            return "stopped"
         return "ERROR"
 
 
@@ -88,6 +96,9 @@ class SuiteResult:
 class Report:
     results: tuple[SuiteResult, ...]
     interrupted_by: int | None = None  # the signal number that stopped the run, if one did
+    #: ``(index, count)``, 1-based, for one machine's share of a CI matrix (``--shard I/N``);
+    #: ``conformance merge`` checks that every share of a matrix is there, once.
+    shard: tuple[int, int] | None = None
 
     @property
     def ok(self) -> bool:
@@ -130,7 +141,8 @@ class Report:
         ]
         rows: list[list[str]] = []
         for r in self.results:
-            share = 100.0 * r.stats.backend_seconds / r.elapsed_s if r.elapsed_s > 0 else 0.0
+            busy = r.elapsed_s * r.workers  # the time of every worker, as backend_seconds sums them
+            share = 100.0 * r.stats.backend_seconds / busy if busy > 0 else 0.0
             reached = r.coverage_targets - len(r.coverage_gaps)
             rows.append(
                 [
@@ -251,6 +263,7 @@ class Report:
                     "elapsed_s": round(r.elapsed_s, 3),
                     "examples": r.stats.examples,
                     "examples_target": r.target_examples,
+                    "workers": r.workers,
                     "budget_spent": r.budget_spent,
                     "steps": r.stats.steps,
                     "steps_per_second": round(r.steps_per_second, 1),
@@ -258,8 +271,11 @@ class Report:
                     "faults_injected": dict(sorted(r.stats.faults.items())),
                     "rules_run": dict(sorted(r.stats.rules.items())),
                     "coverage": {
+                        "gate": r.gated,
                         "targets": r.coverage_targets,
+                        "demanded": list(r.demanded),
                         "reached": reached,
+                        "examples_reaching": dict(sorted(r.stats.reached_in.items())),
                         "gaps": [{"target": g.target, "description": g.description} for g in r.coverage_gaps],
                     },
                     "details": dict(r.stats.details),
@@ -271,6 +287,8 @@ class Report:
                         "message": r.failure.message,
                         "rule_statement": rule_statement(r.failure.rule_id),
                         "flaky": r.failure.flaky,
+                        "at": r.failure.at,
+                        "trust": r.failure.trust,
                         "program": [{"rule": s.rule, "args": s.args} for s in r.failure.program],
                         "failure_file": str(r.failure.failure_file) if r.failure.failure_file else None,
                     },
@@ -282,6 +300,7 @@ class Report:
             "ok": self.ok,
             "exit_code": self.exit_code,
             "interrupted": self.interrupted_signal,
+            "shard": None if self.shard is None else f"{self.shard[0]}/{self.shard[1]}",
             "results": results,
         }
 

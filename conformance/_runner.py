@@ -24,7 +24,7 @@ from conformance import _signals
 from conformance._failures import FailureFile
 from conformance._faults import ALL_FAULTS, FaultFilter, fault_targets
 from conformance._journal import Journal
-from conformance._machine import BudgetSpent, RunContext
+from conformance._machine import BudgetSpent, RunContext, StoppedByPeer
 from conformance._minimize import minimize
 from conformance._outage import BackendLost, outage_reason
 from conformance._progress import Progress
@@ -52,6 +52,9 @@ class RunOptions:
     #: Seconds for the whole matrix (``--time-budget``); ``run_matrix`` gives each suite an equal
     #: share of what is left, and a suite stops generating when its share is spent.
     time_budget_s: float | None = None
+    #: Further example databases read (never written) beside ``database_dir``: a worker writes its
+    #: own shard and still retries what the others and single-process runs saved.
+    database_read_also: tuple[Path, ...] = ()
 
 
 def shrink_grace_s(share_s: float) -> float:
@@ -124,14 +127,23 @@ def run_conformance(
     return run_matrix(pairs, options, printer)
 
 
+SuiteRunner = Callable[
+    [Suite, BackendUnderTest, RunOptions, "Progress | None", "Journal | None"], SuiteResult
+]
+
+
 def run_matrix(
     pairs: Sequence[tuple[BackendUnderTest, Suite]],
     options: RunOptions,
     progress: Progress | None = None,
     journal: Journal | None = None,
+    run_one: SuiteRunner | None = None,
 ) -> Report:
     """Run each pair in turn. Under a ``SignalGuard`` a signal stops the run at the next step
-    boundary: the running suite is ``interrupted``, the rest ``not-run`` (``Report.interrupted_by``)."""
+    boundary: the running suite is ``interrupted``, the rest ``not-run`` (``Report.interrupted_by``).
+    ``run_one`` runs one pair (default ``run_suite``; ``conformance._workers`` splits it across
+    processes)."""
+    run_one = run_one if run_one is not None else run_suite
     journal = journal if journal is not None else Journal.of([(b.name, s.name) for b, s in pairs])
     budget_end = None if options.time_budget_s is None else time.monotonic() + options.time_budget_s
     for index, (backend, suite) in enumerate(pairs):
@@ -146,7 +158,7 @@ def run_matrix(
             # An equal share of what is left, so a slow first suite cannot starve the last one.
             share = max(0.0, budget_end - time.monotonic()) / (len(pairs) - index)
             suite_options = attrs.evolve(options, time_budget_s=share)
-        result = run_suite(suite, backend, suite_options, progress, journal)
+        result = run_one(suite, backend, suite_options, progress, journal)
         if progress is not None:
             budget = ", time budget spent" if result.budget_spent else ""
             progress.line(
@@ -157,26 +169,36 @@ def run_matrix(
     return journal.report(_signals.pending())
 
 
+def planned_examples(suite: Suite, backend: BackendUnderTest, options: RunOptions) -> int | None:
+    """Examples asked of one pair: ``--examples``, else the fewest of the suite's and backend's
+    caps for the profile; None: the profile's own count."""
+    if options.examples is not None:
+        return options.examples
+    caps = [c for c in (suite.examples.get(options.profile), backend.examples.get(options.profile)) if c]
+    return min(caps) if caps else None
+
+
 def run_suite(
     suite: Suite,
     backend: BackendUnderTest,
     options: RunOptions,
     progress: Progress | None = None,
     journal: Journal | None = None,
+    *,
+    context_hook: Callable[[RunContext], None] | None = None,
 ) -> SuiteResult:
+    """One pair in this process. ``context_hook`` sees the run's context before the first example
+    (a worker process wires its progress and its peers in there)."""
     seed = options.seed if options.seed is not None else random.SystemRandom().randrange(2**32)
     started = time.perf_counter()
     try:
         target = suite.make_target(backend)
-        examples = options.examples
-        if examples is None:
-            caps = [
-                c for c in (suite.examples.get(options.profile), backend.examples.get(options.profile)) if c
-            ]
-            examples = min(caps) if caps else None
-        steps = options.steps if options.steps is not None else backend.steps.get(options.profile)
         settings = hypothesis_settings(
-            options.profile, examples=examples, steps=steps, database_dir=options.database_dir
+            options.profile,
+            examples=planned_examples(suite, backend, options),
+            steps=options.steps if options.steps is not None else backend.steps.get(options.profile),
+            database_dir=options.database_dir,
+            read_also=options.database_read_also,
         )
     except ValueError as exc:
         context = RunContext(suite.name, backend.name, None)
@@ -194,6 +216,8 @@ def run_suite(
     if options.time_budget_s is not None:
         context.deadline = time.monotonic() + options.time_budget_s
         context.hard_deadline = context.deadline + shrink_grace_s(options.time_budget_s)
+    if context_hook is not None:
+        context_hook(context)
     machine = hypothesis.seed(seed)(context.machine_class(suite.machine()))
 
     def result(verdict: Verdict, **kwargs: Any) -> SuiteResult:
@@ -212,6 +236,7 @@ def run_suite(
             target_examples=context.target_examples,
             namespaces_dropped=context.cleanup.dropped,
             namespaces_kept=context.cleanup.kept,
+            gated=options.coverage_gate,
             **kwargs,
         )
 
@@ -264,6 +289,8 @@ def run_suite(
         _signals.check()
         try:
             run_state_machine_as_test(machine, settings=settings)
+        except StoppedByPeer:
+            return result(Verdict.STOPPED)  # another worker's violation is the verdict
         except BudgetSpent:
             # Generation stopped on time. A failure found before is a verdict all the same (its
             # program may be less shrunk); otherwise the suite is judged on the examples that ran.
@@ -324,9 +351,8 @@ def run_suite(
         for target, why in sorted(targets.items())
         if target not in context.stats.reached
     )
-    if gaps and options.coverage_gate:
-        return result(Verdict.COVERAGE, coverage_gaps=gaps, coverage_targets=len(targets))
-    return result(Verdict.PASS, coverage_gaps=gaps, coverage_targets=len(targets))
+    verdict = Verdict.COVERAGE if gaps and options.coverage_gate else Verdict.PASS
+    return result(verdict, coverage_gaps=gaps, coverage_targets=len(targets), demanded=tuple(sorted(targets)))
 
 
 def _violation_in(exc: BaseException) -> Violation | None:

@@ -10,11 +10,17 @@ a minute and a Cassandra run in a few minutes, while still reaching every fault 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 import attrs
 from hypothesis import HealthCheck, Phase, settings
-from hypothesis.database import DirectoryBasedExampleDatabase
+from hypothesis.database import (
+    DirectoryBasedExampleDatabase,
+    ExampleDatabase,
+    MultiplexedDatabase,
+    ReadOnlyDatabase,
+)
 
 
 @attrs.frozen
@@ -52,13 +58,24 @@ for _profile in PROFILES.values():
 
 
 def hypothesis_settings(
-    profile: str, *, examples: int | None = None, steps: int | None = None, database_dir: Path | None
+    profile: str,
+    *,
+    examples: int | None = None,
+    steps: int | None = None,
+    database_dir: Path | None,
+    read_also: Sequence[Path] = (),
 ) -> settings:
-    """The settings for one suite run. ``database_dir`` None runs without an example database."""
+    """The settings for one suite run. ``database_dir`` None runs without an example database;
+    ``read_also``: databases only read (a worker's shard writes ``database_dir`` alone)."""
     if profile not in PROFILES:
         raise ValueError(f"unknown profile {profile!r}; known: {', '.join(PROFILES)}")
     base = settings.get_profile(f"ratchet-{profile}")
-    database = None if database_dir is None else DirectoryBasedExampleDatabase(str(database_dir))
+    database: ExampleDatabase | None = None
+    if database_dir is not None:
+        database = DirectoryBasedExampleDatabase(str(database_dir))
+        if read_also:
+            others = (ReadOnlyDatabase(DirectoryBasedExampleDatabase(str(p))) for p in read_also)
+            database = MultiplexedDatabase(database, *others)
     return settings(
         base,
         max_examples=examples if examples is not None else base.max_examples,

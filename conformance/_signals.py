@@ -65,6 +65,14 @@ def received_at() -> float | None:
     return _received_at
 
 
+def deliver(signum: int) -> None:
+    """Record a signal another process received, as if this one had: a worker process
+    (``conformance._workers``) ignores the terminal's signals and is told by its parent instead."""
+    global _received, _received_at
+    if _received is None:
+        _received, _received_at = signum, time.monotonic()
+
+
 def check() -> None:
     """Raise ``RunInterrupted`` if a signal arrived: called where stopping is safe."""
     if _received is not None:

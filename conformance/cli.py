@@ -61,7 +61,7 @@ DEFAULT_DATABASE = Path(".ratchet/examples")
 DASH_VALUE_FLAGS = ("--faults",)
 
 # Modules that add subcommands when imported; absent ones are skipped.
-SUBCOMMAND_MODULES = ("conformance._clean_cli",)
+SUBCOMMAND_MODULES = ("conformance._clean_cli", "conformance._merge_cli")
 # Packages beside the harness register theirs under this entry-point group (pyproject.toml).
 SUBCOMMAND_ENTRY_POINTS = "ratchet.subcommands"
 
@@ -122,6 +122,18 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--examples", type=positive_int, default=None, help="examples per backend and suite")
     parser.add_argument("--steps", type=positive_int, default=None, help="steps per example, at most")
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: random, reported)")
+    parser.add_argument(
+        "--workers",
+        default="1",
+        metavar="N",
+        help="processes sharing each suite's examples (auto: one per core; default 1)",
+    )
+    parser.add_argument(
+        "--shard",
+        default=None,
+        metavar="I/N",
+        help="run this machine's share of a CI matrix of N (1-based); `conformance merge` joins them",
+    )
     parser.add_argument(
         "--time-budget",
         type=duration_s,
@@ -190,8 +202,13 @@ def _run(args: argparse.Namespace) -> int:
     from conformance._metrics import latency_summary, write_openmetrics
     from conformance._progress import Progress
     from conformance._runner import RunOptions, probe_service, run_matrix
+    from conformance._workers import SplitRunner, parse_split
 
     _refuse_inapplicable(args)
+    try:
+        split = parse_split(args.workers, args.shard)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
     pairs = with_committer_flag(pairs_to_run(args), args.committer)
     try:
         faults = FaultFilter.parse(args.faults)
@@ -224,8 +241,10 @@ def _run(args: argparse.Namespace) -> int:
     )
     journal = Journal.of([(b.name, s.name) for b, s in pairs])
     guard = _GUARD
+    shard = (split.shard, split.shards) if split.shards > 1 else None
 
     def write_reports(report: Report) -> None:
+        report = attrs.evolve(report, shard=shard)
         if args.junit is not None:
             report.write_junit(args.junit)
         if args.report is not None:
@@ -236,7 +255,8 @@ def _run(args: argparse.Namespace) -> int:
     if guard is not None:
         # A step that does not return in time: write what the journal knows, then the guard exits.
         guard.on_deadline = lambda signum: write_reports(journal.report(signum))
-    report = run_matrix(pairs, options, None if args.quiet else Progress(), journal)
+    run_one = SplitRunner(split) if split.parts > 1 else None
+    report = run_matrix(pairs, options, None if args.quiet else Progress(), journal, run_one)
     with guard.reporting() if guard is not None else contextlib.nullcontext():
         print(report.summary_table())
         latency = latency_summary(report)  # p50/p99 per backend method (conformance/_metrics.py)

@@ -469,6 +469,17 @@ class CommitMachine(QuotaRules, CommitWorld):
     def readiness(self) -> None:
         """C-PRE-06: the committer's readiness reaches the store and the outbox; an outbox that is down
         makes it UNAVAILABLE, a live one ready."""
+        self._readiness()
+
+    @rule()
+    @step
+    def readiness_outbox_down(self) -> None:
+        """C-PRE-06, directed so every ci run reaches it (docs/ci-gate.md): down for one call, asked."""
+        if self.context.faults.allows(OUTBOX_DOWN.name):
+            self.outbox_oracle.arm(OUTBOX_DOWN, 1)
+            self._readiness()
+
+    def _readiness(self) -> None:
         down = self.outbox_oracle.down
         outages = self.context.stats.faults[OUTBOX_DOWN.name]
         outcome = self.drive(lambda gate: self.committer(gate).readiness())

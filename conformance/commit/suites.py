@@ -118,9 +118,9 @@ def _store_machine() -> type[ConformanceMachine]:
 
 
 def _commit_machine() -> type[ConformanceMachine]:
-    from conformance.commit._commit_machine import CommitMachine
+    from conformance.commit._directed import DirectedCommitMachine
 
-    return CommitMachine
+    return DirectedCommitMachine
 
 
 def store_targets(stats: SuiteStats) -> Mapping[str, str]:

@@ -72,6 +72,7 @@ class SagaMachineBase(ConformanceMachine):
         #: Only catalog and route steps write definition and capability rows; the after-step
         #: comparison of those rows runs after them (and at quiescence), not after every step.
         self.catalog_touched = True
+        self.route_walked = False  # CatalogRules.route_walk: once per example
 
     def _fate(self, _unit: str) -> m.CommitFate:
         fate, self.fate = self.fate, m.CommitFate.COMMITTED

@@ -259,12 +259,43 @@ class CatalogRules(SagaMachineBase):
             self.expect("S-ROUTE-11", routes, self.runtime.select_capability_routes(query, self.now))
             self.context.reach(f"select:{type(routes).__name__}")
         elif read == "route":
-            single = m.select_capability_route(self.model, query, self.now)
-            self.expect("S-ROUTE-12", single, self.runtime.select_capability_route(query, self.now))
-            self.context.reach(f"select-one:{type(single).__name__}")
+            self._select_one(query)
         else:
             snapshot = m.catalog_snapshot(self.model, self.now)
             self.expect("S-ROUTE-10", snapshot, self.runtime.catalog_snapshot(self.now))
+
+    @precondition(lambda self: self.caps.routes)
+    @rule()
+    @step
+    def route_walk(self) -> None:
+        """A short deterministic walk, once per example, through the route outcomes a random
+        program meets too rarely for a ci run to count on (docs/ci-gate.md, "reach"): a
+        conflicting and an invalid publication (S-CAT-03, S-DEF-01), a registration whose commit
+        outcome is unknown but applied, re-reported until it converges (S-ROUTE-03), and a replica
+        whose generation a re-registration superseded renewing with the old one: fenced (S-ROUTE-02)."""
+        if self.route_walked:
+            return
+        self.route_walked = True
+        self.catalog_touched = True
+        for artifact in (w.CONFLICT, self._invalid(0)):
+            digest = m.definition_digest(artifact)
+            self.model, expected = m.publish_definition(self.model, m.PublishDefinition(artifact, digest))
+            rule_id = "S-CAT-03" if artifact is w.CONFLICT else "S-DEF-01"
+            self.expect(rule_id, expected, self.runtime.publish_definition(artifact, digest))
+            self.context.reach(f"publish:{type(expected).__name__}")
+        key = self._capability_key("order", 0, w.REPLICAS[0])
+        self._register(key, 0, key.owner, w.ROUTE_LEASE_MS, "unknown_applied")
+        if self._allows(STALE_GENERATION):
+            self._register(key, 1, key.owner, w.ROUTE_LEASE_MS, "committed")  # new content, new generation
+            held = self.generations.get(key, [])
+            if len(held) >= 2:
+                self.context.inject(STALE_GENERATION.name)
+                self._renew(key, held[-2], key.owner, "committed")
+
+    def _select_one(self, query: m.RouteQuery) -> None:
+        single = m.select_capability_route(self.model, query, self.now)
+        self.expect("S-ROUTE-12", single, self.runtime.select_capability_route(query, self.now))
+        self.context.reach(f"select-one:{type(single).__name__}")
 
     @precondition(lambda self: self.caps.routes)
     @rule()
@@ -280,6 +311,12 @@ class CatalogRules(SagaMachineBase):
         self.expect("S-CAT-02", published, self.runtime.publish_definition(w.SPARE, w.SPARE_DIGEST))
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.ACTIVATE)
         self._register(key, 0, key.owner, w.LEASE_MS, "committed")
+        # A second replica of the step at another address: the single-route read must refuse to
+        # pick one (S-ROUTE-12). Directed here, on a walk most examples take, so that a ci run
+        # reaches select-one:AmbiguousRoute whatever its seed (docs/ci-gate.md, "reach").
+        other = attrs.evolve(key, replica=w.REPLICAS[1])
+        self._register(other, 1, other.owner, w.LEASE_MS, "committed")
+        self._select_one(m.RouteQuery(w.SPARE_KEY, 0))
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.DEPRECATE)
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.RETIRE)
         self.now += w.LEASE_MS  # the replica stopped renewing; its lease runs out

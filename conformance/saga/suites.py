@@ -75,6 +75,7 @@ REQUIRES: Mapping[str, set[str]] = {
             "step:renew_route",
             "step:select_routes",
             "step:retire_spare",
+            "step:route_walk",
             "fault:stale-generation",
             "renew:StaleGeneration",
             "route-retry-converged",

@@ -24,9 +24,9 @@ from conformance.transport._target import TransportTarget
 
 
 def _machine() -> type[ConformanceMachine]:
-    from conformance.transport._machine import TransportMachine
+    from conformance.transport._directed import DirectedTransportMachine
 
-    return TransportMachine
+    return DirectedTransportMachine
 
 
 def _kafka_machine() -> type[ConformanceMachine]:

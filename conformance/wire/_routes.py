@@ -11,6 +11,7 @@ proxy when a stall ends).
 from __future__ import annotations
 
 import inspect
+import os
 import threading
 from collections.abc import Callable
 from typing import Any
@@ -30,6 +31,17 @@ CQL_STALL_S = 1.5
 
 _lock = threading.Lock()
 _proxies: dict[tuple[str, str], FaultProxy] = {}
+
+
+def _forget_after_fork() -> None:
+    """A forked process (a ``--workers`` worker, conformance/_workers.py) inherits the parent's
+    proxies without the threads that serve them: it starts its own."""
+    global _lock
+    _lock = threading.Lock()
+    _proxies.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 @attrs.frozen

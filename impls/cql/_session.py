@@ -14,6 +14,7 @@ process that started before the server did simply tries again on its next call.
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import Mapping
 from typing import Any
@@ -72,6 +73,16 @@ class _Connection:
 
 _lock = threading.Lock()
 _connections: dict[str, _Connection] = {}
+
+
+def _forget_after_fork() -> None:
+    """A forked process cannot use the parent's driver sessions (their I/O threads stay behind)."""
+    global _lock
+    _lock = threading.Lock()
+    _connections.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def _split_contact(contact: str) -> tuple[str, int]:

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import enum
 import hashlib
+import os
 import re
 import threading
 from collections import deque
@@ -237,6 +238,16 @@ _lock = threading.Lock()
 _idle: dict[str, list[Any]] = {}
 _schemas: set[tuple[str, str]] = set()
 _durable: dict[str, bool] = {}  # endpoint -> what the server said, asked once per process
+
+
+def _forget_after_fork() -> None:
+    """A forked process must not share the parent's idle connections (one socket, two users)."""
+    global _lock
+    _lock = threading.Lock()
+    _idle.clear()
+
+
+os.register_at_fork(after_in_child=_forget_after_fork)
 
 
 def server_capabilities(engine: Engine, raw: Any) -> SagaCapabilities:

@@ -1,0 +1,57 @@
+"""A directed rule of the commit suite: the walks a random program takes too rarely to count on.
+
+The coverage gate demands a crash at every fault point, a commit finished from each durable stage,
+and an outbox entry the store never heard of reused after a crash and after a lost outbox ack. A
+random program needs an arm step, then a send of a fresh key, then (often much later) a resume of
+that key by a new committer, in that order; on some seeds a ci run never lines them up and the gate
+fails by chance. ``fault_walk`` takes every such walk, once per example, in one step, through the
+very bodies of the machine's own rules (``arm_crash``, ``arm_outbox_fault``, ``send``,
+``resume``), so every check runs as it does for them; the program names it (``fault_walk()``),
+replay repeats it and shrinking drops it when a violation does not need it (docs/ci-gate.md).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hypothesis.stateful import rule
+
+from conformance._machine import step
+from conformance.commit import _vocabulary as v
+from conformance.commit._commit_machine import CommitMachine
+from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_FAILED
+from model.commit import FaultPoint
+
+
+def _body(name: str) -> Any:
+    return getattr(CommitMachine, name).__wrapped__  # the rule without its step recording
+
+
+class DirectedCommitMachine(CommitMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.walked = False
+
+    @rule()
+    @step
+    def fault_walk(self) -> None:
+        """Once per example, on fresh keys: a committer killed at each fault point, then one whose
+        outbox answer is lost and one whose publish fails; each key resumed by a new committer,
+        which must finish it from its durable stage reusing the outbox entry (C-POST-09, the
+        outbox checks)."""
+        if self.walked:
+            return
+        self.walked = True
+        fresh = [k for k in v.KEYS if v.parse_key(k) not in self.oracle.state.commits]
+        plan = [("crash", point.value) for point in FaultPoint]
+        plan += [("outbox", OUTBOX_ACK_LOST.name), ("outbox", OUTBOX_FAILED.name)]
+        for (kind, what), key in zip(plan, fresh, strict=False):
+            if kind == "crash":
+                _body("arm_crash")(self, point=what)
+            else:
+                _body("arm_outbox_fault")(self, kind=what, calls=1)
+            _body("send")(self, key=key, variant="same")
+            self.after_step()  # the checks a program runs between the two steps
+            if v.parse_key(key) in self.oracle.state.commits:
+                _body("resume")(self, key=key)
+                self.after_step()
