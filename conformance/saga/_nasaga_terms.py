@@ -33,7 +33,6 @@ CAPABILITIES = RuntimeCapabilities(
     instance_release=False,
     attempt_budgets=False,  # no per-step attempt budget in nasaga's definition
     step_journal=False,
-    starts_need_input=False,  # N-15: the model's S-START-10 is stricter than the seed
     dead_letters=False,  # the participant rolls a failing command back; its transports dead-letter
 )
 

@@ -51,10 +51,6 @@ class RuntimeCapabilities:
     attempt_budgets: bool = True
     #: The transition journal reads back in the model's vocabulary (S-STEP-08).
     step_journal: bool = True
-    #: A start that gives no first-step input is refused, as the model reads S-START-10 today. The
-    #: seed says only that the two inputs are exclusive; nasaga admits none (docs/nasaga-findings.md
-    #: N-15, a model misreading whose fix is pending); until then such a start is not drawn there.
-    starts_need_input: bool = True
     #: The participant runtime dead-letters a command once its transient-failure budget is spent
     #: (S-PART-04). nasaga's leaves that to its transports (seed: 重试耗尽只进入 DLT, the Transport
     #: table); without it a failing command stays redeliverable, as the model is then told.

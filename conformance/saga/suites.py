@@ -5,10 +5,11 @@ reached at quiescence, a stale fencing token was refused and the gate absorbed a
 the catalog side a conflicting and an invalid publication were refused, a planted route blocked
 a candidate's activation, a lost route registration converged on re-report, a stale route
 generation was fenced, a route selection was ambiguous, a retired definition refused routes;
-and among starts one beyond the quota was refused, a schema-declared non-JSON one admitted and a
-joined one left the last eligibility gate to its host. With a runtime that shows metrics, its
-scrapes reconciled with the harness's ledger, a failed attempt and a stale fire among them, and
-the label policy held with sagas of several tenants (``OBSERVABILITY_TARGETS``, S-OBS-*).
+and among starts one beyond the quota was refused, a schema-declared non-JSON one admitted, one
+without first-step input admitted and a joined one left the last eligibility gate to its host.
+With a runtime that shows metrics, its scrapes reconciled with the harness's ledger, a failed
+attempt and a stale fire among them, and the label policy held with sagas of several tenants
+(``OBSERVABILITY_TARGETS``, S-OBS-*).
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["retired-definition-touched"] = "no route was tried on a retired definition"
     targets["start:QuotaExhausted"] = "no start beyond the tenant's quota was refused"
     targets["non-json-start-admitted"] = "no schema-declared non-JSON start was admitted"
+    targets["start-without-input-admitted"] = "no start without first-step input was admitted"
     targets["joined-start-left-last-gate"] = "no joined start passed the gate its host owns"
     targets.update(OBSERVABILITY_TARGETS)
     lacks = set(filter(None, stats.details.get("runtime-lacks", "").split(",")))

@@ -161,7 +161,8 @@ class InstanceRow:
     """``instances``: PK saga_id; ``revision`` is the version column of the CAS (S-ORCH-02).
 
     ``steps`` is stored as a text column (comma-joined ``StepStatus`` values); the payload as
-    (data BLOB, media_type, schema_id) and is never rewritten (S-START-10)."""
+    (data BLOB, media_type, schema_id) and is never rewritten (S-START-11); a start without
+    first-step input has none (all three NULL, S-START-10)."""
 
     saga_id: str
     definition: DefinitionKey
@@ -172,7 +173,7 @@ class InstanceRow:
     steps: tuple[StepStatus, ...]
     awaiting: AwaitingRow | None
     revision: int
-    payload: SagaPayload
+    payload: SagaPayload | None
 
 
 @attrs.frozen

@@ -69,7 +69,6 @@ class PayloadProblem(enum.Enum):
     """Why a start payload was refused (S-START-10, S-START-11)."""
 
     BOTH_GIVEN = "both_given"
-    NONE_GIVEN = "none_given"
     INVALID_JSON = "invalid_json"
     SCHEMA_REQUIRED = "schema_required"
     CONTRACT_MISMATCH = "contract_mismatch"

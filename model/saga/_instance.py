@@ -143,7 +143,8 @@ class SagaInstance:
     steps: tuple[StepStatus, ...]
     awaiting: Awaiting | None
     revision: int
-    first_payload: SagaPayload
+    #: The first step's input; ``None`` for a start without one (S-START-10).
+    first_payload: SagaPayload | None
 
 
 @attrs.frozen
@@ -207,7 +208,7 @@ def begin(
     definition_digest: str,
     start_digest: str,
     business_key: str,
-    payload: SagaPayload,
+    payload: SagaPayload | None,
 ) -> tuple[SagaInstance, JournalEntry, CommandEnvelope]:
     """A new instance: running, first step executing, its first command (S-START-03)."""
     steps = (StepStatus.EXECUTING,) + (StepStatus.PENDING,) * (len(artifact.steps) - 1)

@@ -442,7 +442,7 @@ class SagaSystem(RuleBasedStateMachine):
             REACHED[instance.status.value] += 1
         # a replay after the end still gets the committed verdict
         for saga_id, instance in self.store.instances.items():
-            payload = instance.first_payload.data
+            payload = None if instance.first_payload is None else instance.first_payload.data
             request = StartSaga(instance.definition, instance.business_key, json_payload=payload)
             _, replay = start_saga(self.store, StartAttempt(request, self.now))
             assert isinstance(replay, AlreadyExists) and replay.saga_id == saga_id
