@@ -345,7 +345,7 @@ class NasagaRuntime:
     def renew_timer(self, timer_id: str, token: int, now_ms: int, lease_ms: int) -> object:
         raise NotImplementedError
 
-    def release_timer(self, timer_id: str, token: int) -> object:
+    def release_timer(self, timer_id: str, token: int, now_ms: int) -> object:
         raise NotImplementedError
 
     def register_capability(self, request: m.RegisterCapability) -> object:

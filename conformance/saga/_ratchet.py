@@ -189,8 +189,8 @@ class RatchetRuntime:
     def renew_timer(self, timer_id: str, token: int, now_ms: int, lease_ms: int) -> object:
         return self.orch.renew_timer(timer_id, token, now_ms, lease_ms)
 
-    def release_timer(self, timer_id: str, token: int) -> object:
-        return self.orch.release_timer(timer_id, token)
+    def release_timer(self, timer_id: str, token: int, now_ms: int) -> object:
+        return self.orch.release_timer(timer_id, token, now_ms)
 
     # -- participants
 

@@ -105,9 +105,9 @@ class TimerRules(SagaMachineBase):
             expected = renewed
             actual: object = self.runtime.renew_timer(timer_id, token, self.now, w.LEASE_MS)
         else:
-            self.model, released = m.release_timer(self.model, m.ReleaseTimer(timer_id, token))
+            self.model, released = m.release_timer(self.model, m.ReleaseTimer(timer_id, token, self.now))
             expected = released
-            actual = self.runtime.release_timer(timer_id, token)
+            actual = self.runtime.release_timer(timer_id, token, self.now)
             del self.leases[worker]
         self.expect(
             "S-TIMER-02" if isinstance(expected, m.StaleFencingToken) else "S-TIMER-01", expected, actual

@@ -89,8 +89,9 @@ class SagaCapabilities:
     """What a backend guarantees; the harness turns these into preconditions.
 
     ``fenced_timers``: ``renew_timer``/``release_timer``/``complete_timer`` compare the lease
-    token in the same conditional write and ``allocate_fencing_token`` is strictly increasing
-    and survives timer removal (S-TIMER-01..03). The runtime refuses to run timers without it.
+    token and its expiry (``lease_expires_ms > now_ms``) in the same conditional write, and
+    ``allocate_fencing_token`` never repeats a token, even after timer removal (S-TIMER-01..04).
+    The runtime refuses to run timers without it.
     ``row_locks``: ``lock=True`` reads take a row lock held until the end of the transaction
     (``SELECT ... FOR UPDATE``); without it the backend serializes whole transactions
     (SQLite ``BEGIN IMMEDIATE``, the memory backend's single writer).
@@ -346,14 +347,15 @@ class SagaTransaction(Protocol):
     def lease_timer(self, timer_id: str, expected_token: int | None, lease: LeaseRow) -> bool:
         """Set the lease iff the current lease token is ``expected_token`` (None: no lease)."""
 
-    def renew_timer(self, timer_id: str, token: int, expires_ms: int) -> bool:
-        """Fenced: only while ``token`` is the current lease token."""
+    def renew_timer(self, timer_id: str, token: int, now_ms: int, expires_ms: int) -> bool:
+        """Fenced: only while ``token`` is the current lease token and its lease has not expired
+        at ``now_ms`` (S-TIMER-04)."""
 
-    def release_timer(self, timer_id: str, token: int) -> bool:
-        """Fenced: clear the lease."""
+    def release_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
+        """Fenced (token and unexpired lease): clear the lease."""
 
-    def complete_timer(self, timer_id: str, token: int) -> bool:
-        """Fenced: delete the timer."""
+    def complete_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
+        """Fenced (token and unexpired lease): delete the timer."""
 
     def delete_timer(self, timer_id: str) -> bool:
         """Unfenced delete by the orchestrator transaction that settled the timer's command."""

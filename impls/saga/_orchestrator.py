@@ -554,7 +554,7 @@ class Orchestrator:
     def renew_timer(
         self, timer_id: str, token: int, now_ms: int, lease_ms: int
     ) -> TimerRenewed | NoSuchTimer | StaleFencingToken | RolledBack | OutcomeUnknown:
-        """Extend the current holder's lease; the backend's fence decides (S-TIMER-01, -02)."""
+        """Extend the current holder's unexpired lease; the backend's fence decides (S-TIMER-01, -02, -04)."""
 
         def body(
             tx: SagaTransaction,
@@ -567,7 +567,7 @@ class Orchestrator:
                 return Abort(NoSuchTimer(timer_id))
             held = 0 if row.lease is None else row.lease.expires_ms
             expires = max(held, now_ms + lease_ms)
-            if not tx.renew_timer(timer_id, token, expires):
+            if not tx.renew_timer(timer_id, token, now_ms, expires):
                 return Abort(_stale(row, token))
             return Commit(TimerRenewed(timer_id, token, expires))
 
@@ -575,9 +575,9 @@ class Orchestrator:
 
     @counted(Unit.TIMER_RELEASE)
     def release_timer(
-        self, timer_id: str, token: int
+        self, timer_id: str, token: int, now_ms: int
     ) -> TimerReleased | NoSuchTimer | StaleFencingToken | RolledBack | OutcomeUnknown:
-        """Give the lease back without firing (S-TIMER-01)."""
+        """Give the lease back without firing, while it is still held (S-TIMER-01, S-TIMER-04)."""
 
         def body(
             tx: SagaTransaction,
@@ -588,7 +588,7 @@ class Orchestrator:
             row = tx.load_timer(timer_id, lock=True)
             if row is None:
                 return Abort(NoSuchTimer(timer_id))
-            if not tx.release_timer(timer_id, token):
+            if not tx.release_timer(timer_id, token, now_ms):
                 return Abort(_stale(row, token))
             return Commit(TimerReleased(timer_id))
 
@@ -602,7 +602,7 @@ class Orchestrator:
             row = tx.load_timer(timer_id, lock=True)
             if row is None:
                 return Abort(NoSuchTimer(timer_id))
-            if not tx.complete_timer(timer_id, token):
+            if not tx.complete_timer(timer_id, token, now_ms):
                 return Abort(_stale(row, token))
             # Lateness once the fence held: a dispossessed worker observes nothing (S-OBS-03).
             self.metrics.observe(Stage.TIMER_LATENESS, max(0, now_ms - row.due_ms) / 1000)

@@ -473,32 +473,34 @@ class SqlTransaction:
             == 1
         )
 
-    def renew_timer(self, timer_id: str, token: int, expires_ms: int) -> bool:
+    # The fence of renew/release/complete: the token, and a lease not yet expired (S-TIMER-04).
+    _FENCE = "timer_id = ? AND lease_token = ? AND lease_expires_ms > ?"
+
+    def renew_timer(self, timer_id: str, token: int, now_ms: int, expires_ms: int) -> bool:
         return (
             self._exec(
-                f"UPDATE {self._t('timers')} SET lease_expires_ms = ? "
-                f"WHERE timer_id = ? AND lease_token = ?{self._and_ns}",
-                (expires_ms, timer_id, token, *self._ns),
+                f"UPDATE {self._t('timers')} SET lease_expires_ms = ? WHERE {self._FENCE}{self._and_ns}",
+                (expires_ms, timer_id, token, now_ms, *self._ns),
             )
             == 1
         )
 
-    def release_timer(self, timer_id: str, token: int) -> bool:
+    def release_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
         return (
             self._exec(
                 f"UPDATE {self._t('timers')} "
                 "SET lease_worker = NULL, lease_token = NULL, lease_expires_ms = NULL "
-                f"WHERE timer_id = ? AND lease_token = ?{self._and_ns}",
-                (timer_id, token, *self._ns),
+                f"WHERE {self._FENCE}{self._and_ns}",
+                (timer_id, token, now_ms, *self._ns),
             )
             == 1
         )
 
-    def complete_timer(self, timer_id: str, token: int) -> bool:
+    def complete_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
         return (
             self._exec(
-                f"DELETE FROM {self._t('timers')} WHERE timer_id = ? AND lease_token = ?{self._and_ns}",
-                (timer_id, token, *self._ns),
+                f"DELETE FROM {self._t('timers')} WHERE {self._FENCE}{self._and_ns}",
+                (timer_id, token, now_ms, *self._ns),
             )
             == 1
         )

@@ -231,7 +231,8 @@ class TimerLeased(CallerError):
 
 @attrs.frozen
 class StaleFencingToken(CallerError):
-    """A fenced timer operation with a token that is not the current lease (S-TIMER-02)."""
+    """A fenced timer operation by a worker that lost authority: its token is not the current
+    lease's, or that lease expired (S-TIMER-02, S-TIMER-04; ``current`` is then its own token)."""
 
     timer_id: str
     presented: int

@@ -313,7 +313,7 @@ def fire_lateness(before: OrchestratorStore, timer_id: str, token: int, now_ms: 
 
     Lateness is taken after the claim is re-verified: a stale or unknown token observes nothing.
     """
-    timer = check_fence(before.timers, timer_id, token)
+    timer = check_fence(before.timers, timer_id, token, now_ms)
     if isinstance(timer, NoSuchTimer | StaleFencingToken):
         return None
     return max(0, now_ms - timer.due_ms) / 1000

@@ -186,7 +186,7 @@ def fire_timer(store: OrchestratorStore, request: FireTimer) -> tuple[Orchestrat
 
     post: not isinstance(__return__[1], StaleFencingToken) or __return__[0] is store
     """
-    fenced = check_fence(store.timers, request.timer_id, request.token)
+    fenced = check_fence(store.timers, request.timer_id, request.token, request.now_ms)
     if not isinstance(fenced, Timer):
         return store, fenced
     completed = attrs.evolve(store, timers=remove_timer(store.timers, fenced.timer_id))

@@ -281,23 +281,30 @@ class MemoryTransaction:
         self.t.timers[timer_id] = attrs.evolve(row, lease=lease)
         return True
 
-    def renew_timer(self, timer_id: str, token: int, expires_ms: int) -> bool:
+    def _authority(self, timer_id: str, token: int, now_ms: int) -> TimerRow | None:
+        """The timer if ``token`` holds an unexpired lease on it (S-TIMER-01, S-TIMER-04)."""
         row = self._holds(timer_id, token)
+        if row is None or row.lease is None or row.lease.expires_ms <= now_ms:
+            return None
+        return row
+
+    def renew_timer(self, timer_id: str, token: int, now_ms: int, expires_ms: int) -> bool:
+        row = self._authority(timer_id, token, now_ms)
         if row is None or row.lease is None:
             return False
         self.t.timers[timer_id] = attrs.evolve(row, lease=attrs.evolve(row.lease, expires_ms=expires_ms))
         return True
 
-    def release_timer(self, timer_id: str, token: int) -> bool:
-        row = self._holds(timer_id, token)
+    def release_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
+        row = self._authority(timer_id, token, now_ms)
         if row is None or row.lease is None:
             return False
         self.t.timers[timer_id] = attrs.evolve(row, lease=None)
         return True
 
-    def complete_timer(self, timer_id: str, token: int) -> bool:
-        row = self._holds(timer_id, token)
-        if row is None or row.lease is None:
+    def complete_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
+        row = self._authority(timer_id, token, now_ms)
+        if row is None:
             return False
         del self.t.timers[timer_id]
         return True

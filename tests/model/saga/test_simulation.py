@@ -59,6 +59,7 @@ from model.saga import (
     change_lifecycle,
     claim_timer,
     effect_id_for,
+    fence_holds,
     fire_timer,
     handle_command,
     handle_result,
@@ -300,14 +301,16 @@ class SagaSystem(RuleBasedStateMachine):
 
     def fenced(self, timer_id: str, token: int, op: str, fate: CommitFate) -> None:
         before = self.store
-        current = timer_id in before.timers.timers and self.granted.get(timer_id) == token
+        timer = before.timers.timers.get(timer_id)
+        granted = self.granted.get(timer_id) == token
+        current = timer is not None and granted and fence_holds(timer, token, self.now)
         outcome: object
         if op == "fire":
             self.store, outcome = fire_timer(before, FireTimer(timer_id, token, self.now, fate))
         elif op == "renew":
             self.store, outcome = renew_timer(before, RenewTimer(timer_id, token, self.now, 1_000))
         else:
-            self.store, outcome = release_timer(before, ReleaseTimer(timer_id, token))
+            self.store, outcome = release_timer(before, ReleaseTimer(timer_id, token, self.now))
             if isinstance(outcome, TimerReleased):
                 del self.granted[timer_id]
         if current:
