@@ -42,8 +42,10 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from model.saga import (
+    AuditRecord,
     Cause,
     CommandEnvelope,
+    Control,
     DefinitionKey,
     DefinitionReference,
     Lifecycle,
@@ -359,6 +361,24 @@ class SagaTransaction(Protocol):
 
     def delete_timer(self, timer_id: str) -> bool:
         """Unfenced delete by the orchestrator transaction that settled the timer's command."""
+
+    # management: control state and audit trail (S-MGT-05, S-MGT-09) -------------------------
+    # Rows are the model's own values: ``Control`` (``controls``: PK saga_id, absent = active at
+    # revision 1) and ``AuditRecord`` (``audit``: PK operation_id, ordered by ``seq``).
+    def load_control(self, saga_id: str, *, lock: bool = False) -> Control | None: ...
+    def save_control(self, saga_id: str, control: Control, expected_revision: int) -> bool:
+        """Compare-and-set on the control revision; with no row, ``expected_revision == 1``
+        inserts (the implicit active control of every instance)."""
+
+    def next_audit_seq(self) -> int:
+        """The next audit sequence number (a counter row, bumped in this transaction)."""
+
+    def append_audit(self, record: AuditRecord) -> bool:
+        """INSERT; False if the operation id is taken (S-MGT-03)."""
+
+    def load_audit(self, operation_id: str) -> AuditRecord | None: ...
+    def list_audit(self, saga_id: str | None = None) -> tuple[AuditRecord, ...]:
+        """In ``seq`` order."""
 
     # participant: inbox, gate, business facts, result outbox (S-PART-01..03) ----------------
     def claim_command(self, command_id: str) -> bool:

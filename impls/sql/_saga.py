@@ -40,6 +40,7 @@ from model.saga import DefinitionKey, DefinitionReference, Lifecycle, ReferenceK
 
 from . import _codec as c
 from ._dialect import Dialect, placeholders
+from ._saga_management import MANAGEMENT_SCHEMA, ManagementRows
 
 # Table -> (columns with types by role, primary key). Roles: K key text, T text, B blob, I int.
 SCHEMA: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
@@ -95,12 +96,13 @@ SCHEMA: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
         (("message_id", "K"), ("envelope", "B"), ("published", "I"), ("seq", "I")),
         ("message_id",),
     ),
+    **MANAGEMENT_SCHEMA,
 }  # fmt: skip
 
-COUNTERS = ("fencing_token", "registry_revision", "seq")
+COUNTERS = ("fencing_token", "registry_revision", "seq", "audit_seq")
 
 
-class SqlTransaction:
+class SqlTransaction(ManagementRows):
     """One database transaction; every statement's driver error becomes ``SagaBackendError``."""
 
     def __init__(self, backend: SqlSagaBackend) -> None:

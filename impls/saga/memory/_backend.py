@@ -22,7 +22,15 @@ from impls.saga._backend import (
     SagaCapabilities,
     TimerRow,
 )
-from model.saga import DefinitionKey, DefinitionReference, Lifecycle, ReferenceKind, ResultKind
+from model.saga import (
+    AuditRecord,
+    Control,
+    DefinitionKey,
+    DefinitionReference,
+    Lifecycle,
+    ReferenceKind,
+    ResultKind,
+)
 
 CapKey = tuple[str, str, int, int, str, str]
 
@@ -46,6 +54,9 @@ class Tables:
     effects: list[EffectRow] = attrs.field(factory=list)
     results: dict[str, ResultOutboxRow] = attrs.field(factory=dict)
     seq: int = 0
+    controls: dict[str, Control] = attrs.field(factory=dict)
+    audit: dict[str, AuditRecord] = attrs.field(factory=dict)
+    audit_seq: int = 0
 
     def copy(self) -> Tables:
         return Tables(
@@ -66,6 +77,9 @@ class Tables:
             list(self.effects),
             dict(self.results),
             self.seq,
+            dict(self.controls),
+            dict(self.audit),
+            self.audit_seq,
         )
 
 
@@ -311,6 +325,34 @@ class MemoryTransaction:
 
     def delete_timer(self, timer_id: str) -> bool:
         return self.t.timers.pop(timer_id, None) is not None
+
+    # management (S-MGT-05, S-MGT-09)
+    def load_control(self, saga_id: str, *, lock: bool = False) -> Control | None:
+        return self.t.controls.get(saga_id)
+
+    def save_control(self, saga_id: str, control: Control, expected_revision: int) -> bool:
+        current = self.t.controls.get(saga_id)
+        if (1 if current is None else current.revision) != expected_revision:
+            return False
+        self.t.controls[saga_id] = control
+        return True
+
+    def next_audit_seq(self) -> int:
+        self.t.audit_seq += 1
+        return self.t.audit_seq
+
+    def append_audit(self, record: AuditRecord) -> bool:
+        if record.operation_id in self.t.audit:
+            return False
+        self.t.audit[record.operation_id] = record
+        return True
+
+    def load_audit(self, operation_id: str) -> AuditRecord | None:
+        return self.t.audit.get(operation_id)
+
+    def list_audit(self, saga_id: str | None = None) -> tuple[AuditRecord, ...]:
+        chosen = (r for r in self.t.audit.values() if saga_id is None or r.saga_id == saga_id)
+        return tuple(sorted(chosen, key=lambda r: r.seq))
 
     # participant
     def claim_command(self, command_id: str) -> bool:

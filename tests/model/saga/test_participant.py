@@ -182,7 +182,6 @@ def refusal_cases(
             ORCHESTRATOR,
             RefusalReason.PAYLOAD_CONTRACT_MISMATCH,
         ),
-        (attrs.evolve(command, payload=None), ORCHESTRATOR, RefusalReason.PAYLOAD_CONTRACT_MISMATCH),
         (
             attrs.evolve(command, payload=SagaPayload(b"{oops", JSON_CONTRACT)),
             ORCHESTRATOR,

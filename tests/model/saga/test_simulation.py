@@ -24,7 +24,7 @@ from hypothesis.stateful import (
 )
 
 from model.saga import (
-    TERMINAL_STATUSES,
+    SETTLED_STATUSES,
     AlreadyExists,
     ChangeLifecycle,
     ClaimTimer,
@@ -391,7 +391,7 @@ class SagaSystem(RuleBasedStateMachine):
     @invariant()
     def waiting_instances_have_a_timer_and_terminal_ones_wait_for_nothing(self) -> None:
         for instance in self.store.instances.values():
-            if instance.status in TERMINAL_STATUSES:
+            if instance.status in SETTLED_STATUSES:
                 assert instance.awaiting is None
             else:
                 assert instance.awaiting is not None
@@ -418,7 +418,7 @@ class SagaSystem(RuleBasedStateMachine):
                 self.deliver(self.commands.pop(0), Decision.SUCCEED, CommitFate.COMMITTED)
             while self.results:
                 self.answer(self.results.pop(0), CommitFate.COMMITTED)
-            if all(i.status in TERMINAL_STATUSES for i in self.store.instances.values()):
+            if all(i.status in SETTLED_STATUSES for i in self.store.instances.values()):
                 return
             if not pending_commands(self.store):
                 timers = self.store.timers.timers.values()
@@ -441,7 +441,7 @@ class SagaSystem(RuleBasedStateMachine):
         self.each_effect_takes_effect_at_most_once()
         self.orchestrator_and_participants_agree()
         for instance in self.store.instances.values():
-            assert instance.status in TERMINAL_STATUSES, instance
+            assert instance.status in SETTLED_STATUSES, instance
             REACHED[instance.status.value] += 1
         # a replay after the end still gets the committed verdict
         for saga_id, instance in self.store.instances.items():
