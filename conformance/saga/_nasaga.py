@@ -348,6 +348,19 @@ class NasagaRuntime:
     def release_timer(self, timer_id: str, token: int, now_ms: int) -> object:
         raise NotImplementedError
 
+    # Management is not driven through the host yet (capabilities: management=False).
+    def manage(self, request: m.Manage) -> object:
+        raise NotImplementedError
+
+    def get_saga(self, request: m.GetSaga) -> object:
+        raise NotImplementedError
+
+    def list_sagas(self, request: m.ListSagas) -> object:
+        raise NotImplementedError
+
+    def read_audit(self, request: m.ReadAudit) -> object:
+        raise NotImplementedError
+
     def register_capability(self, request: m.RegisterCapability) -> object:
         raise NotImplementedError
 

@@ -34,6 +34,7 @@ CAPABILITIES = RuntimeCapabilities(
     attempt_budgets=False,  # no per-step attempt budget in nasaga's definition
     step_journal=False,
     dead_letters=False,  # the participant rolls a failing command back; its transports dead-letter
+    management=False,  # not yet driven through the host's manage/audit ops (docs/nasaga-findings.md N-17)
 )
 
 #: What this port does not compare, and why.

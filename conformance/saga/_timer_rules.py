@@ -70,7 +70,8 @@ class TimerRules(SagaMachineBase):
         stale = isinstance(expected, m.StaleFencingToken)
         if stale:
             self.context.reach("fenced-write-refused")
-        self.expect("S-TIMER-02" if stale else "S-TIMER-05", expected, actual)
+        rule_id = "S-TIMER-02" if stale else "S-TIMER-05"
+        self.expect("S-MGT-05" if isinstance(expected, m.TimerDeferred) else rule_id, expected, actual)
         if not isinstance(expected, m.RolledBack | m.OutcomeUnknown):
             del self.leases[worker]
 

@@ -22,7 +22,7 @@ from conformance.backends import SAGA_BACKENDS
 from conformance.saga._faults import SAGA_FAULTS
 from conformance.saga._target import SagaTarget
 from conformance.wire import SAGA_WIRE_FAULTS
-from model.saga import TERMINAL_STATUSES
+from model.saga import SETTLED_STATUSES, ManagementAction
 
 
 def _saga_machine() -> type[ConformanceMachine]:
@@ -36,8 +36,16 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     # fault:<kind> targets are the runner's, from the suite's kinds (conformance._faults.fault_targets)
     if stats.details.get("wire") == "True":  # the rule SagaTarget.specialise adds
         targets["step:arm_wire_fault"] = "this rule never ran"
-    for status in TERMINAL_STATUSES:
+    for status in SETTLED_STATUSES:
         targets[f"terminal:{status.name}"] = f"no saga ended {status.value}"
+    for action in ManagementAction:
+        targets[f"manage:{action.value}:applied"] = f"no {action.value} was applied (S-MGT-*)"
+    for refusal in ("PermissionDenied", "ManagementContextInvalid", "ManagedSagaNotFound", "StaleSnapshot"):
+        targets[f"manage:{refusal}"] = f"no management action was refused with {refusal}"
+    targets["manage:ManagementReplayed"] = "no committed operation was replayed (S-MGT-03)"
+    targets["manage:ManagementPrecondition"] = "no management precondition refused an action"
+    targets["query:audit-with-records"] = "no audit trail with management records was read back"
+    targets["query:next-page"] = "no second page of sagas was read"
     targets["fenced-write-refused"] = "no stale timer worker was refused"
     targets["absorbed-by-gate"] = "no attempt was absorbed by the participant gate"
     targets["publish:DefinitionConflict"] = "no publication conflicted with a published digest"
@@ -59,6 +67,22 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
 #: The coverage targets a runtime can reach only with a capability (``RuntimeCapabilities``);
 #: a runtime without it is judged on the rest (docs/nasaga.md lists why nasaga lacks each).
 REQUIRES: Mapping[str, set[str]] = {
+    "terminal:MANUALLY_CLOSED": {"management"},
+    **{
+        target: {"management"}
+        for target in (
+            "step:manage",
+            *(f"manage:{action.value}:applied" for action in ManagementAction),
+            "manage:PermissionDenied",
+            "manage:ManagementContextInvalid",
+            "manage:ManagedSagaNotFound",
+            "manage:StaleSnapshot",
+            "manage:ManagementReplayed",
+            "manage:ManagementPrecondition",
+            "query:audit-with-records",
+            "query:next-page",
+        )
+    },
     "fault:commit-rolled-back": {"injectable_fates"},
     "fault:commit-unknown": {"injectable_fates"},
     "joined-start-left-last-gate": {"joined_starts"},
