@@ -2,9 +2,17 @@
 
 from __future__ import annotations
 
+import sqlite3
+from pathlib import Path
+
 from impls.saga import Management
+from impls.sql._saga import SCHEMA
+from impls.sql._saga_management import MANAGEMENT_SCHEMA
+from impls.sql._sqlite import open_sqlite_saga_backend
 from model.saga import (
+    AuditRecord,
     AuditTrail,
+    Control,
     ControlState,
     Decision,
     Expectation,
@@ -88,3 +96,35 @@ def test_a_paused_saga_defers_its_result_until_resumed(rig: Rig) -> None:
     assert isinstance(view, SagaView) and (view.control, view.control_revision) == (ControlState.ACTIVE, 3)
     page = ops.list_sagas(ListSagas(OPERATOR, KEY.tenant, frozenset({SagaStatus.RUNNING})))
     assert isinstance(page, SagaPage) and [v.saga_id for v in page.items] == [saga_id]
+
+
+def test_a_database_made_before_the_management_tables_gains_them(tmp_path: Path) -> None:
+    """Migration safety: tables of an older schema (no ``controls``/``audit``, no ``audit_seq``
+    counter, a NULL-able payload) are kept; opening adds the missing ones and rows work."""
+    path = str(tmp_path / "old.db")
+    old = sqlite3.connect(path)
+    for table, (columns, key) in SCHEMA.items():
+        if table in MANAGEMENT_SCHEMA:
+            continue
+        cols = ", ".join(
+            f"{name} {'INTEGER' if role == 'I' else 'BLOB' if role == 'B' else 'TEXT'}"
+            for name, role in columns
+        )
+        old.execute(f"CREATE TABLE {table} ({cols}, PRIMARY KEY ({', '.join(key)}))")
+    for name in ("fencing_token", "registry_revision", "seq"):
+        old.execute("INSERT INTO counters (name, value) VALUES (?, 0)", (name,))
+    old.commit()
+    old.close()
+    backend = open_sqlite_saga_backend("old", path)
+    tx = backend.begin()
+    record = AuditRecord(
+        tx.next_audit_seq(), "s1", "t", "op", ManagementAction.PAUSE, "ops", "why",
+        (SagaStatus.RUNNING, ControlState.ACTIVE), (SagaStatus.RUNNING, ControlState.PAUSED), None,
+    )  # fmt: skip
+    assert record.seq == 1 and tx.append_audit(record) and not tx.append_audit(record)
+    assert tx.save_control("s1", Control(ControlState.PAUSED, 2), 1)
+    tx.commit()
+    tx = backend.begin()
+    assert tx.load_control("s1") == Control(ControlState.PAUSED, 2) and tx.list_audit("s1") == (record,)
+    tx.rollback()
+    backend.close()
