@@ -28,6 +28,13 @@ CONTEXTS = {
     "no-reason": m.ManagementContext("ops-3", ""),
 }
 OTHER_TENANT = "other-tenant"
+RECOVERY = frozenset(
+    {
+        m.ManagementAction.RETRY_COMPENSATION,
+        m.ManagementAction.RETRY_RESOLUTION,
+        m.ManagementAction.MANUAL_CLOSE,
+    }
+)
 
 _RULE = {
     m.ManagementContextInvalid: "S-MGT-01",
@@ -67,9 +74,9 @@ class ManagementRules(SagaMachineBase):
         pool = fitting if fitting and index % 4 else ids
         return pool[index % len(pool)]
 
-    def _manage(self, request: m.Manage) -> object:
+    def _manage(self, request: m.Manage, expect: str = "none") -> object:
         self.model, expected = m.manage(self.model, request)
-        actual = self.runtime.manage(request)
+        actual = self.runtime.manage(request, expect)
         self.fate = m.CommitFate.COMMITTED
         rule_id = _RULE.get(type(expected), _ACTION_RULE[request.action])
         self.expect(rule_id, expected, actual)
@@ -101,9 +108,12 @@ class ManagementRules(SagaMachineBase):
         fate: str,
     ) -> None:
         if action in ("get", "list", "audit"):  # a read of the business query API instead
-            self.query_sagas(action, index, "unpermitted" if who == "unpermitted" else "operator")
+            if self.caps.business_queries:
+                self.query_sagas(action, index, "unpermitted" if who == "unpermitted" else "operator")
             return
         kind = m.ManagementAction(action)
+        if kind in RECOVERY and not self.caps.recovery_actions:
+            kind = m.ManagementAction.PAUSE if index % 2 else m.ManagementAction.RESUME
         saga_id = self._target(kind, index)
         if saga_id is None:
             return
@@ -130,7 +140,7 @@ class ManagementRules(SagaMachineBase):
             self.now,
             commit,
         )
-        self._manage(request)
+        self._manage(request, expect)
 
     def query_sagas(self, kind: str, index: int, who: str) -> None:
         """The business query API vs the model (S-MGT-09, S-MGT-10)."""
@@ -183,7 +193,7 @@ class ManagementRules(SagaMachineBase):
         evidence: an unconfirmed compensation is retried, an unresolved effect of a resolving step
         polled again, anything else closed; then replays its first action (S-MGT-03, -06..08).
         True when something was dispatched or changed."""
-        if not self.caps.management:
+        if not (self.caps.management and self.caps.recovery_actions):
             return False
         manual = m.SagaStatus.AWAITING_MANUAL_INTERVENTION
         applied: list[m.Manage] = []
@@ -211,7 +221,7 @@ class ManagementRules(SagaMachineBase):
 
     def query_all(self) -> None:
         """Every saga's view and audit trail, and the tenant's sagas page by page, vs the model."""
-        if not self.caps.management:
+        if not (self.caps.management and self.caps.business_queries):
             return
         for index in range(len(self.model.instances)):
             self.query_sagas("get", index, "operator")

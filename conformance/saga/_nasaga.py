@@ -29,6 +29,7 @@ from typing import Any
 from conformance._machine import SuiteStats
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga import _world as w
+from conformance.saga._nasaga_management import NasagaManagement
 from conformance.saga._nasaga_terms import (
     CAPABILITIES,
     DECISION,
@@ -74,7 +75,7 @@ def _close_hosts() -> None:
     _HOSTS.clear()
 
 
-class NasagaRuntime:
+class NasagaRuntime(NasagaManagement):
     """nasaga's Orchestrator and one participant runtime per owner, on one namespace."""
 
     capabilities = CAPABILITIES
@@ -331,6 +332,8 @@ class NasagaRuntime:
             lambda: self.host.deliver_result(self.ns, raw, now_ms=now_ms, producer=producer)
         )
         if refused is not None:
+            if refused == "result.paused":
+                return Seen("deferred")  # rolled back, redelivered after resume (S-MGT-05)
             return Seen("refused") if refused.startswith("result.") else Seen(refused)
         return Seen("duplicate") if body.outcome == "duplicate" else Seen("accepted")
 
@@ -348,10 +351,7 @@ class NasagaRuntime:
     def release_timer(self, timer_id: str, token: int, now_ms: int) -> object:
         raise NotImplementedError
 
-    # Management is not driven through the host yet (capabilities: management=False).
-    def manage(self, request: m.Manage) -> object:
-        raise NotImplementedError
-
+    # The business query API is not driven on nasaga yet (capabilities: business_queries=False).
     def get_saga(self, request: m.GetSaga) -> object:
         raise NotImplementedError
 

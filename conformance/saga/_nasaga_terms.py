@@ -34,7 +34,8 @@ CAPABILITIES = RuntimeCapabilities(
     attempt_budgets=False,  # no per-step attempt budget in nasaga's definition
     step_journal=False,
     dead_letters=False,  # the participant rolls a failing command back; its transports dead-letter
-    management=False,  # not yet driven through the host's manage/audit ops (docs/nasaga-findings.md N-17)
+    recovery_actions=False,  # retries and close: the concept map is pending; close fails on PG (N-01, N-17)
+    business_queries=False,  # get/list/audit read-backs not yet mapped (N-17)
 )
 
 #: What this port does not compare, and why.
@@ -89,6 +90,36 @@ class Seen:
     detail: tuple[str, ...] = ()
 
 
+#: nasaga's management refusals as the model names them.
+MANAGEMENT_REFUSALS = {
+    "management.invalid_context": "ManagementContextInvalid",
+    "management.permission_denied": "PermissionDenied",
+    "management.not_found": "ManagedSagaNotFound",
+    "management.precondition_failed": "ManagementPrecondition",
+    "management.operation_conflict": "OperationConflict",
+    "concurrency.stale_snapshot": "StaleSnapshot",
+}
+
+
+def seen_management(value: object) -> object | None:
+    """The model's management outcome as this port shows it (``None``: not a management value)."""
+    if isinstance(value, m.ManagementApplied | m.ManagementReplayed):
+        return Seen("managed", (value.action.value,))
+    if isinstance(value, m.ResultDeferred):
+        return Seen("deferred")
+    names = (
+        m.ManagementContextInvalid,
+        m.PermissionDenied,
+        m.ManagedSagaNotFound,
+        m.ManagementPrecondition,
+        m.OperationConflict,
+        m.StaleSnapshot,
+    )
+    if isinstance(value, names):
+        return Seen(type(value).__name__)
+    return None
+
+
 def _seen_start(outcome: object) -> Seen:
     if isinstance(outcome, m.Started | m.AlreadyExists):
         return Seen(type(outcome).__name__, (outcome.saga_id,))
@@ -99,6 +130,9 @@ def _seen_start(outcome: object) -> Seen:
 
 def project(value: object) -> object:
     """A model value as this port shows it (``SagaRuntime.project``)."""
+    managed = seen_management(value)
+    if managed is not None:
+        return managed
     if isinstance(value, Observation):
         return Observation({k: project_instance(v) for k, v in value.instances.items()}, (), value.outbox, {})
     if isinstance(value, CatalogObservation):

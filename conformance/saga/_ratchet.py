@@ -197,8 +197,8 @@ class RatchetRuntime:
 
     # -- management and the business query API
 
-    def manage(self, request: m.Manage) -> object:
-        return self.mgmt.manage(request)
+    def manage(self, request: m.Manage, expect: str = "none") -> object:
+        return self.mgmt.manage(request)  # its revisions are the model's (compared after every step)
 
     def get_saga(self, request: m.GetSaga) -> object:
         return self.mgmt.get_saga(request)

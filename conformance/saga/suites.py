@@ -67,22 +67,27 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
 #: The coverage targets a runtime can reach only with a capability (``RuntimeCapabilities``);
 #: a runtime without it is judged on the rest (docs/nasaga.md lists why nasaga lacks each).
 REQUIRES: Mapping[str, set[str]] = {
-    "terminal:MANUALLY_CLOSED": {"management"},
+    "terminal:MANUALLY_CLOSED": {"management", "recovery_actions"},
     **{
         target: {"management"}
         for target in (
             "step:manage",
-            *(f"manage:{action.value}:applied" for action in ManagementAction),
+            "manage:pause:applied",
+            "manage:resume:applied",
             "manage:PermissionDenied",
             "manage:ManagementContextInvalid",
             "manage:ManagedSagaNotFound",
             "manage:StaleSnapshot",
             "manage:ManagementReplayed",
             "manage:ManagementPrecondition",
-            "query:audit-with-records",
-            "query:next-page",
         )
     },
+    **{
+        f"manage:{action}:applied": {"management", "recovery_actions"}
+        for action in ("retry_compensation", "retry_resolution", "manual_close")
+    },
+    "query:audit-with-records": {"management", "business_queries"},
+    "query:next-page": {"management", "business_queries"},
     "fault:commit-rolled-back": {"injectable_fates"},
     "fault:commit-unknown": {"injectable_fates"},
     "joined-start-left-last-gate": {"joined_starts"},

@@ -364,7 +364,7 @@ class SagaTransaction(Protocol):
 
     # management: control state and audit trail (S-MGT-05, S-MGT-09) -------------------------
     # Rows are the model's own values: ``Control`` (``controls``: PK saga_id, absent = active at
-    # revision 1) and ``AuditRecord`` (``audit``: PK operation_id, ordered by ``seq``).
+    # revision 1) and ``AuditRecord`` (``audit``: PK (saga_id, operation_id), ordered by ``seq``).
     def load_control(self, saga_id: str, *, lock: bool = False) -> Control | None: ...
     def save_control(self, saga_id: str, control: Control, expected_revision: int) -> bool:
         """Compare-and-set on the control revision; with no row, ``expected_revision == 1``
@@ -374,9 +374,9 @@ class SagaTransaction(Protocol):
         """The next audit sequence number (a counter row, bumped in this transaction)."""
 
     def append_audit(self, record: AuditRecord) -> bool:
-        """INSERT; False if the operation id is taken (S-MGT-03)."""
+        """INSERT; False if the saga's operation id is taken (S-MGT-03)."""
 
-    def load_audit(self, operation_id: str) -> AuditRecord | None: ...
+    def load_audit(self, saga_id: str, operation_id: str) -> AuditRecord | None: ...
     def list_audit(self, saga_id: str | None = None) -> tuple[AuditRecord, ...]:
         """In ``seq`` order."""
 

@@ -94,9 +94,9 @@ class Management:
         if instance is None:
             return Abort(ManagedSagaNotFound(request.tenant, request.saga_id))
         control = tx.load_control(instance.saga_id, lock=True) or ACTIVE_CONTROL
-        recorded = tx.load_audit(request.operation_id)
+        recorded = tx.load_audit(instance.saga_id, request.operation_id)
         if recorded is not None:
-            if (recorded.saga_id, recorded.action) != (instance.saga_id, action):
+            if recorded.action is not action:
                 return Abort(OperationConflict(request.operation_id))
             return Abort(ManagementReplayed(instance.saga_id, action, instance.status, control.state))
         if not request.expectation.holds(instance.revision, control.revision):

@@ -1,7 +1,8 @@
 """The management rows of the SQL saga backend: control state and audit trail (S-MGT-05, S-MGT-09).
 
 ``controls`` (PK saga_id) holds the control state of instances that were ever paused (no row:
-active at revision 1); ``audit`` (PK operation_id, so an operation id is taken once, S-MGT-03)
+active at revision 1); ``audit`` (PK (saga_id, operation_id): an operation id is taken once per
+saga, S-MGT-03)
 holds one row per committed management action, numbered by the ``audit_seq`` counter. Both are
 created with every other table (``CREATE TABLE IF NOT EXISTS``), so a database created before
 them gains them on the next open.
@@ -21,7 +22,7 @@ MANAGEMENT_SCHEMA: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]
         (("operation_id", "K"), ("seq", "I"), ("saga_id", "K"), ("tenant", "T"), ("action", "T"),
          ("actor", "T"), ("reason", "T"), ("before_status", "T"), ("before_control", "T"),
          ("after_status", "T"), ("after_control", "T"), ("dispatched", "T")),
-        ("operation_id",),
+        ("saga_id", "operation_id"),
     ),
 }  # fmt: skip
 
@@ -99,10 +100,11 @@ class ManagementRows:
         )  # fmt: skip
         return self._insert("audit", AUDIT_COLUMNS, values)
 
-    def load_audit(self: _Statements, operation_id: str) -> AuditRecord | None:
+    def load_audit(self: _Statements, saga_id: str, operation_id: str) -> AuditRecord | None:
         row = self._one(
-            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM {self._t('audit')} WHERE operation_id = ?{self._and_ns}",
-            (operation_id, *self._ns),
+            f"SELECT {', '.join(AUDIT_COLUMNS)} FROM {self._t('audit')} "
+            f"WHERE saga_id = ? AND operation_id = ?{self._and_ns}",
+            (saga_id, operation_id, *self._ns),
         )
         return None if row is None else _audit_from_row(row)
 

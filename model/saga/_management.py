@@ -6,8 +6,8 @@ closes a saga by hand. Precedence of verdicts, so every runtime reports the same
 1. the context (actor, reason) and the action's own permission, before anything is read
    (S-MGT-01: no existence oracle for a principal without the permission);
 2. the saga, within the authorized tenant (S-MGT-02);
-3. the operation id: a committed operation is replayed (current state, nothing written), an id
-   bound to another action or saga conflicts (S-MGT-03);
+3. the operation id, within its saga: a committed operation is replayed (current state, nothing
+   written), an id bound to another action conflicts (S-MGT-03);
 4. the operator's expected revisions (S-MGT-04);
 5. the control state (S-MGT-05), then the status and its evidence (S-MGT-06..08).
 
@@ -199,9 +199,12 @@ def manage(store: OrchestratorStore, request: Manage) -> tuple[OrchestratorStore
     if isinstance(instance, ManagedSagaNotFound):
         return store, instance
     control = control_of(store, instance.saga_id)
-    recorded = next((r for r in store.audit if r.operation_id == request.operation_id), None)
+    recorded = next(
+        (r for r in store.audit if (r.saga_id, r.operation_id) == (instance.saga_id, request.operation_id)),
+        None,
+    )
     if recorded is not None:
-        if (recorded.saga_id, recorded.action) != (instance.saga_id, action):
+        if recorded.action is not action:
             return store, OperationConflict(request.operation_id)
         return store, ManagementReplayed(instance.saga_id, action, instance.status, control.state)
     if not request.expectation.holds(instance.revision, control.revision):

@@ -103,8 +103,8 @@ RULES: Mapping[str, str] = {
     "S-MGT-01": "Every management action and read needs a valid context (actor, reason) and its own "
     "permission, checked before anything is read.",
     "S-MGT-02": "The tenant is the authorization target: a saga of another tenant is not found.",
-    "S-MGT-03": "An operation id names one action on one saga: a committed one is replayed with the "
-    "current state and writes nothing; bound to another action or saga it conflicts.",
+    "S-MGT-03": "An operation id names one action within its saga: a committed one is replayed with "
+    "the current state and writes nothing; bound to another action it conflicts.",
     "S-MGT-04": "Expected state and control revisions, when given, must match the instance's, else "
     "StaleSnapshot and nothing is written.",
     "S-MGT-05": "Pause and resume flip a control state beside the status, with its own revision; a "

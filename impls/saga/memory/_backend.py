@@ -55,7 +55,7 @@ class Tables:
     results: dict[str, ResultOutboxRow] = attrs.field(factory=dict)
     seq: int = 0
     controls: dict[str, Control] = attrs.field(factory=dict)
-    audit: dict[str, AuditRecord] = attrs.field(factory=dict)
+    audit: dict[tuple[str, str], AuditRecord] = attrs.field(factory=dict)
     audit_seq: int = 0
 
     def copy(self) -> Tables:
@@ -342,13 +342,14 @@ class MemoryTransaction:
         return self.t.audit_seq
 
     def append_audit(self, record: AuditRecord) -> bool:
-        if record.operation_id in self.t.audit:
+        key = (record.saga_id, record.operation_id)
+        if key in self.t.audit:
             return False
-        self.t.audit[record.operation_id] = record
+        self.t.audit[key] = record
         return True
 
-    def load_audit(self, operation_id: str) -> AuditRecord | None:
-        return self.t.audit.get(operation_id)
+    def load_audit(self, saga_id: str, operation_id: str) -> AuditRecord | None:
+        return self.t.audit.get((saga_id, operation_id))
 
     def list_audit(self, saga_id: str | None = None) -> tuple[AuditRecord, ...]:
         chosen = (r for r in self.t.audit.values() if saga_id is None or r.saga_id == saga_id)

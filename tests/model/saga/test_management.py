@@ -119,6 +119,10 @@ def test_s_mgt_03_an_operation_is_replayed_never_redone_and_bound_to_its_action(
     assert again is store
     other, conflict = act(store, ManagementAction.PAUSE, saga_id)
     assert conflict == OperationConflict("op-1") and other is store
+    # another saga's operation of the same id is another operation
+    store, second = started(store, ART.key, "order-2")
+    _, paused = act(store, ManagementAction.PAUSE, second)
+    assert isinstance(paused, ManagementApplied)
 
 
 def test_s_mgt_04_a_stale_expectation_writes_nothing() -> None:
