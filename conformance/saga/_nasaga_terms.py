@@ -98,6 +98,10 @@ MANAGEMENT_REFUSALS = {
     "management.precondition_failed": "ManagementPrecondition",
     "management.operation_conflict": "OperationConflict",
     "concurrency.stale_snapshot": "StaleSnapshot",
+    # A control operation id reused with other facts is the store's conflict
+    # (`pg/instance.rs:620-627`), which nasaga's own `SagaManagementError::from_error` names
+    # OperationConflict (`rt/management.rs:82-99`); the host reports the backend family first.
+    "backend.conflict": "OperationConflict",
 }
 
 
