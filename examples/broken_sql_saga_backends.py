@@ -51,14 +51,14 @@ class TimerIgnoresFencing(SqlTransaction):
         row = self.load_timer(timer_id)
         return token if row is None or row.lease is None else row.lease.token
 
-    def renew_timer(self, timer_id: str, token: int, expires_ms: int) -> bool:
-        return super().renew_timer(timer_id, self._current(timer_id, token), expires_ms)
+    def renew_timer(self, timer_id: str, token: int, now_ms: int, expires_ms: int) -> bool:
+        return super().renew_timer(timer_id, self._current(timer_id, token), now_ms, expires_ms)
 
-    def release_timer(self, timer_id: str, token: int) -> bool:
-        return super().release_timer(timer_id, self._current(timer_id, token))
+    def release_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
+        return super().release_timer(timer_id, self._current(timer_id, token), now_ms)
 
-    def complete_timer(self, timer_id: str, token: int) -> bool:
-        return super().complete_timer(timer_id, self._current(timer_id, token))
+    def complete_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
+        return super().complete_timer(timer_id, self._current(timer_id, token), now_ms)
 
 
 class OutboxOutsideTransaction(SqlTransaction):

@@ -11,7 +11,7 @@ from hypothesis.stateful import precondition, rule
 
 from conformance._machine import step
 from conformance.saga import _world as w
-from conformance.saga._base import SagaMachineBase, fates, indexes
+from conformance.saga._base import SagaMachineBase, fates, indexes, unwrapped
 from conformance.saga._faults import STALE_GENERATION
 from model import saga as m
 
@@ -153,6 +153,11 @@ class CatalogRules(SagaMachineBase):
         if pair:
             other = attrs.evolve(key, replica=w.REPLICAS[1 - w.REPLICAS.index(replica)])
             self._register(other, (shape + 1) % w.VALID_SHAPES, other.owner, w.ROUTE_LEASE_MS, "committed")
+            if step_index < len(w.DEFINITIONS[definition][1].steps):
+                # and the single-route selection that must not collapse them, right away
+                unwrapped(type(self).select_routes)(
+                    self, definition=definition, step_index=step_index, read="route"
+                )
 
     def _capability_key(self, definition: str, step_index: int, replica: str) -> m.CapabilityKey:
         def_key, artifact = w.DEFINITIONS[definition]

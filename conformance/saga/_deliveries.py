@@ -157,6 +157,7 @@ class DeliveryRules(ForgedCommandRules):
             m.MessageRefused: "S-ORCH-01",
             m.DuplicateResult: "S-ORCH-03",
             m.StaleResult: "S-ORCH-04",
+            m.ResultDeferred: "S-MGT-05",
         }.get(type(expected), "S-ORCH-02")
         self.expect(rule_id, expected, actual)
         if isinstance(expected, m.DuplicateResult):

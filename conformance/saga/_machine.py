@@ -7,11 +7,12 @@ for value at the resolution the runtime shows. ``after_step`` reads the runtime'
 back and compares them with the model's state: instances and journal (S-ORCH-02, S-STEP-08),
 command outbox (S-ORCH-02), timers and their fences (S-TIMER-01), each participant's business
 facts and result outbox (S-PART-01, S-PART-03). At quiescence the world is driven without faults
-until nothing is in flight, and every saga must be Completed, Compensated or awaiting manual
-intervention (S-STEP-07).
+until nothing is in flight (the operator first resumes paused sagas), and every saga must be
+Completed, Compensated, ManuallyClosed or awaiting manual intervention (S-STEP-07).
 
 The rules live in groups: starts (``_starts``), catalog and routes (``_catalog_rules``), the wire
-(``_deliveries``), the clock and timers (``_timer_rules``). Faults are rules and arguments: a
+(``_deliveries``), the clock and timers (``_timer_rules``), management and queries
+(``_management_rules``). Faults are rules and arguments: a
 COMMIT that rolls back or whose answer is lost (``fate``), an ACK lost after a committed delivery
 (the envelope stays on the wire and is redelivered), a relay that dies between publishing and
 recording it (duplicates), envelopes picked in any order, forged results, a participant effect
@@ -32,6 +33,7 @@ from conformance.saga import _world as w
 from conformance.saga._base import show, unwrapped
 from conformance.saga._catalog_rules import CatalogRules
 from conformance.saga._deliveries import DeliveryRules
+from conformance.saga._management_rules import ManagementRules
 from conformance.saga._metrics_checks import check_metrics
 from conformance.saga._port import (
     CatalogObservation,
@@ -55,7 +57,13 @@ SETTLED_CHARGE = {
 }
 
 
-class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules):
+_K2, _K3 = (m.saga_id_for(w.KEY.tenant, w.KEY.workflow, key) for key in w.BUSINESS_KEYS[1:3])
+#: Commands the wire loses in the hand-over round at quiescence: k2's compensation of the
+#: reserve and k3's resolve polls, until their budgets are spent (``SagaMachine._settle``).
+LOST_AT_SETTLE = {_K2: m.Phase.COMPENSATE, _K3: m.Phase.RESOLVE}
+
+
+class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, ManagementRules):
     def __init__(self) -> None:
         super().__init__()
         self._catalog_setup()
@@ -99,7 +107,7 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules):
         for owner in w.OWNERS:
             self._compare_participant(owner)
         for instance in self.model.instances.values():
-            if instance.status in m.TERMINAL_STATUSES:
+            if instance.status in m.SETTLED_STATUSES:
                 self.context.reach(f"terminal:{instance.status.name}")
 
     def _compare_participant(self, owner: str) -> None:
@@ -146,6 +154,56 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules):
                 {"expected": show(dict(expected.routes)), "actual": show(dict(actual.routes))},
             )
 
+    def _settle(self, handover: bool = False) -> None:
+        """Deliver and fire without faults until every saga is settled (or 40 rounds passed).
+
+        ``handover``: the first round when an operator will follow (management and timers):
+        ``LOST_AT_SETTLE`` commands are lost on the wire and k3's reserve is left unconfirmed,
+        so an unconfirmed compensation (k2) and an unresolved effect (k3) reach the operator.
+        """
+        for _ in range(40):
+            self.leases.clear()
+            self._relay_commands(crash=False)
+            while self.wire.commands:
+                head = self.wire.commands[0]
+                if handover and LOST_AT_SETTLE.get(head.saga_id) is head.phase:
+                    self.wire.commands.pop(0)  # lost in transit: its timeout takes over
+                    continue
+                charge = head.step_index == 1 and head.phase is m.Phase.EXECUTE
+                decision = SETTLED_CHARGE.get(head.saga_id, "succeed") if charge else "succeed"
+                if (
+                    handover
+                    and head.saga_id == _K3
+                    and head.step_index == 0
+                    and head.phase is m.Phase.EXECUTE
+                ):
+                    decision = "unknown"
+                unwrapped(type(self).deliver_command)(
+                    self, index=0, decision=decision, fate="committed", ack_lost=False
+                )
+            self._relay_results(crash=False)
+            while self.wire.results:
+                unwrapped(type(self).deliver_result)(self, index=0, fate="committed", ack_lost=False)
+            if all(i.status in m.SETTLED_STATUSES for i in self.model.instances.values()):
+                break
+            if not self.caps.timers:
+                continue  # nothing fires: every saga must end on its deliveries alone
+            self.now += 1000
+            for timer in m.due_timers(self.model.timers, self.now):
+                self.leases["recovery"] = (timer.timer_id, 0)
+                self.model, claimed = m.claim_timer(
+                    self.model, m.ClaimTimer(timer.timer_id, "recovery", self.now, w.LEASE_MS)
+                )
+                self.expect(
+                    "S-TIMER-03",
+                    claimed,
+                    self.runtime.claim_timer(timer.timer_id, "recovery", self.now, w.LEASE_MS),
+                )
+                if isinstance(claimed, m.TimerClaimed):
+                    self.leases["recovery"] = (timer.timer_id, claimed.token)
+                    unwrapped(type(self).fire_timer)(self, worker="recovery", fate="committed")
+            self.after_step()
+
     def at_quiescence(self) -> None:
         """Drive without faults until nothing is in flight; every saga must be terminal (S-STEP-07).
 
@@ -166,48 +224,22 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules):
         ):
             self._start(0, 0, -1, "committed", "upload")  # its schema-declared raw input (S-START-11)
         self.catalog_touched = True
+        self.resume_all()  # a paused saga defers everything until its operator resumes it (S-MGT-05)
         self.after_step()
-        for _ in range(40):
-            self.leases.clear()
-            self._relay_commands(crash=False)
-            while self.wire.commands:
-                head = self.wire.commands[0]
-                charge = head.step_index == 1 and head.phase is m.Phase.EXECUTE
-                decision = SETTLED_CHARGE.get(head.saga_id, "succeed") if charge else "succeed"
-                unwrapped(type(self).deliver_command)(
-                    self, index=0, decision=decision, fate="committed", ack_lost=False
-                )
-            self._relay_results(crash=False)
-            while self.wire.results:
-                unwrapped(type(self).deliver_result)(self, index=0, fate="committed", ack_lost=False)
-            if all(i.status in m.TERMINAL_STATUSES for i in self.model.instances.values()):
-                break
-            if not self.caps.timers:
-                continue  # nothing fires: every saga must end on its deliveries alone
-            self.now += 1000
-            for timer in m.due_timers(self.model.timers, self.now):
-                self.leases["recovery"] = (timer.timer_id, 0)
-                self.model, claimed = m.claim_timer(
-                    self.model, m.ClaimTimer(timer.timer_id, "recovery", self.now, w.LEASE_MS)
-                )
-                self.expect(
-                    "S-TIMER-03",
-                    claimed,
-                    self.runtime.claim_timer(timer.timer_id, "recovery", self.now, w.LEASE_MS),
-                )
-                if isinstance(claimed, m.TimerClaimed):
-                    self.leases["recovery"] = (timer.timer_id, claimed.token)
-                    unwrapped(type(self).fire_timer)(self, worker="recovery", fate="committed")
-            self.after_step()
+        self._settle(handover=self.caps.management and self.caps.timers)
+        for _ in range(2):  # the operator takes over what awaits manual intervention (S-MGT-06..08)
+            if self.operate_manual():
+                self._settle()
+        self.query_all()  # the business query API over the settled world (S-MGT-09, S-MGT-10)
         for instance in self.model.instances.values():
-            if instance.status not in m.TERMINAL_STATUSES:
+            if instance.status not in m.SETTLED_STATUSES:
                 raise Violation(
                     "S-STEP-07",
-                    "a saga did not reach a terminal state",
+                    "a saga did not settle (terminal or awaiting manual intervention)",
                     {"saga_id": instance.saga_id, "status": instance.status.value},
                 )
             self.context.reach(f"terminal:{instance.status.name}")
         for saga_id, stored in self.runtime.observe().instances.items():
-            if stored.status not in m.TERMINAL_STATUSES:
-                raise Violation("S-STEP-07", "a stored saga is not terminal", {"saga_id": saga_id})
+            if stored.status not in m.SETTLED_STATUSES:
+                raise Violation("S-STEP-07", "a stored saga is not settled", {"saga_id": saga_id})
         check_metrics(self)  # the metrics against the harness's ledger (S-OBS-*)

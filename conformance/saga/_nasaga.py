@@ -29,6 +29,7 @@ from typing import Any
 from conformance._machine import SuiteStats
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga import _world as w
+from conformance.saga._nasaga_management import NasagaManagement
 from conformance.saga._nasaga_metrics import observation, process_samples
 from conformance.saga._nasaga_terms import (
     CAPABILITIES,
@@ -76,7 +77,7 @@ def _close_hosts() -> None:
     _HOSTS.clear()
 
 
-class NasagaRuntime:
+class NasagaRuntime(NasagaManagement):
     """nasaga's Orchestrator and one participant runtime per owner, on one namespace."""
 
     capabilities = CAPABILITIES
@@ -335,6 +336,8 @@ class NasagaRuntime:
             lambda: self.host.deliver_result(self.ns, raw, now_ms=now_ms, producer=producer)
         )
         if refused is not None:
+            if refused == "result.paused":
+                return Seen("deferred")  # rolled back, redelivered after resume (S-MGT-05)
             return Seen("refused") if refused.startswith("result.") else Seen(refused)
         return Seen("duplicate") if body.outcome == "duplicate" else Seen("accepted")
 
@@ -349,7 +352,17 @@ class NasagaRuntime:
     def renew_timer(self, timer_id: str, token: int, now_ms: int, lease_ms: int) -> object:
         raise NotImplementedError
 
-    def release_timer(self, timer_id: str, token: int) -> object:
+    def release_timer(self, timer_id: str, token: int, now_ms: int) -> object:
+        raise NotImplementedError
+
+    # The business query API is not driven on nasaga yet (capabilities: business_queries=False).
+    def get_saga(self, request: m.GetSaga) -> object:
+        raise NotImplementedError
+
+    def list_sagas(self, request: m.ListSagas) -> object:
+        raise NotImplementedError
+
+    def read_audit(self, request: m.ReadAudit) -> object:
         raise NotImplementedError
 
     def register_capability(self, request: m.RegisterCapability) -> object:

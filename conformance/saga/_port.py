@@ -54,14 +54,16 @@ class RuntimeCapabilities:
     attempt_budgets: bool = True
     #: The transition journal reads back in the model's vocabulary (S-STEP-08).
     step_journal: bool = True
-    #: A start that gives no first-step input is refused, as the model reads S-START-10 today. The
-    #: seed says only that the two inputs are exclusive; nasaga admits none (docs/nasaga-findings.md
-    #: N-15, a model misreading whose fix is pending); until then such a start is not drawn there.
-    starts_need_input: bool = True
     #: The participant runtime dead-letters a command once its transient-failure budget is spent
     #: (S-PART-04). nasaga's leaves that to its transports (seed: 重试耗尽只进入 DLT, the Transport
     #: table); without it a failing command stays redeliverable, as the model is then told.
     dead_letters: bool = True
+    #: Management actions (S-MGT-01..05: pause, resume, their refusals) are driven.
+    management: bool = True
+    #: Retry compensation, retry resolution and manual close are driven (S-MGT-06..08).
+    recovery_actions: bool = True
+    #: The business query API (get, list, audit trail) is read back (S-MGT-09, S-MGT-10).
+    business_queries: bool = True
     #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``
     #: (S-OBS-*). Off unless a runtime says so: one that shows none is judged on the rest.
     metrics: bool = False
@@ -174,7 +176,17 @@ class SagaRuntime(Protocol):
     def claim_timer(self, timer_id: str, worker: str, now_ms: int, lease_ms: int) -> object: ...
     def fire_timer(self, timer_id: str, token: int, now_ms: int) -> object: ...
     def renew_timer(self, timer_id: str, token: int, now_ms: int, lease_ms: int) -> object: ...
-    def release_timer(self, timer_id: str, token: int) -> object: ...
+    def release_timer(self, timer_id: str, token: int, now_ms: int) -> object: ...
+
+    # -- management and the business query API (S-MGT-*)
+    def manage(self, request: m.Manage, expect: str = "none") -> object:
+        """``expect``: none, or the current or a stale revision pair as this runtime shows it
+        (the operator reads the runtime it acts on); ``request.expectation`` is the model's."""
+        ...
+
+    def get_saga(self, request: m.GetSaga) -> object: ...
+    def list_sagas(self, request: m.ListSagas) -> object: ...
+    def read_audit(self, request: m.ReadAudit) -> object: ...
 
     # -- participants
     def handle_command(

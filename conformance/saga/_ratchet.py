@@ -29,6 +29,7 @@ from conformance.saga._timing import TimedBackend
 from impls.saga import (
     Discard,
     Keep,
+    Management,
     Orchestrator,
     Participant,
     RuntimeMetrics,
@@ -82,6 +83,7 @@ class RatchetRuntime:
         self.metrics = self.metrics_class(CollectorRegistry(), clock=lambda: 0.0)
         self.orch_backend = self._open("orchestrator")
         self.orch = self._orchestrator(self.orch_backend)
+        self.mgmt = Management(self.orch)
         self.parts = {owner: self._participant(owner, self._open(owner)) for owner in w.OWNERS}
 
     def _open(self, role: str) -> SagaBackend:
@@ -98,6 +100,7 @@ class RatchetRuntime:
         if role == "orchestrator":
             self.orch_backend = fresh
             self.orch = self._orchestrator(fresh)
+            self.mgmt = Management(self.orch)
         else:
             self.parts[role] = self._participant(role, fresh)
 
@@ -189,8 +192,22 @@ class RatchetRuntime:
     def renew_timer(self, timer_id: str, token: int, now_ms: int, lease_ms: int) -> object:
         return self.orch.renew_timer(timer_id, token, now_ms, lease_ms)
 
-    def release_timer(self, timer_id: str, token: int) -> object:
-        return self.orch.release_timer(timer_id, token)
+    def release_timer(self, timer_id: str, token: int, now_ms: int) -> object:
+        return self.orch.release_timer(timer_id, token, now_ms)
+
+    # -- management and the business query API
+
+    def manage(self, request: m.Manage, expect: str = "none") -> object:
+        return self.mgmt.manage(request)  # its revisions are the model's (compared after every step)
+
+    def get_saga(self, request: m.GetSaga) -> object:
+        return self.mgmt.get_saga(request)
+
+    def list_sagas(self, request: m.ListSagas) -> object:
+        return self.mgmt.list_sagas(request)
+
+    def read_audit(self, request: m.ReadAudit) -> object:
+        return self.mgmt.read_audit(request)
 
     # -- participants
 

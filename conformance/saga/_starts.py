@@ -14,7 +14,8 @@ from conformance.saga._faults import LIFECYCLE_RACE
 from model import saga as m
 
 #: How a start gives its payload (S-START-10, S-START-11): JSON bytes, a raw payload with the
-#: JSON contract, a raw non-JSON payload with or without its schema, both forms, neither.
+#: JSON contract, a raw non-JSON payload with or without its schema, both forms (refused), neither
+#: (a start without first-step input, admitted: S-START-10).
 PAYLOAD_FORMS: dict[str, Callable[[bytes], tuple[bytes | None, m.SagaPayload | None]]] = {
     "json": lambda data: (data, None),
     "raw_json": lambda data: (None, m.SagaPayload(data, m.JSON_CONTRACT)),
@@ -32,8 +33,7 @@ def _start_rule(expected: object, joined: bool) -> str:
     if joined:
         return "S-START-06"
     if isinstance(expected, m.PayloadRejected):
-        exactly_one = expected.problem in (m.PayloadProblem.BOTH_GIVEN, m.PayloadProblem.NONE_GIVEN)
-        return "S-START-10" if exactly_one else "S-START-11"
+        return "S-START-10" if expected.problem is m.PayloadProblem.BOTH_GIVEN else "S-START-11"
     rules = {m.QuotaExhausted: "S-START-13", m.DefinitionNotStartable: "S-CAT-05", m.Started: "S-START-01"}
     return rules.get(type(expected), "S-START-01" if isinstance(expected, m.AlreadyExists) else "S-START-08")
 
@@ -58,8 +58,9 @@ class StartRules(SagaMachineBase):
     @step
     def first_start(self, key: int) -> None:
         """Every example opens with one saga admitted, so deliveries have work from the first step
-        (swarm testing may switch ``start`` off for a whole example)."""
-        self._start(key, 0, -1, "committed")
+        (swarm testing may switch ``start`` off for a whole example); for odd keys it is a start
+        without first-step input (S-START-10)."""
+        self._start(key, 0, -1, "committed", form="none" if key % 2 else "declared")
 
     @rule(
         key=indexes,
@@ -108,8 +109,6 @@ class StartRules(SagaMachineBase):
         else:
             def_key, business_key = w.KEY, w.BUSINESS_KEYS[key % len(w.BUSINESS_KEYS)]
         joined = joined and self.caps.joined_starts
-        if form == "none" and not self.caps.starts_need_input:
-            form = "declared"  # the model's stricter reading is pending its fix (nasaga-findings N-15)
         if form == "declared":
             form = "raw_schema" if definition == "upload" else "json"
         json_payload, raw_payload = PAYLOAD_FORMS[form](w.PAYLOADS[payload % len(w.PAYLOADS)])
@@ -131,6 +130,8 @@ class StartRules(SagaMachineBase):
             self.context.reach("joined-start-left-last-gate")
         if isinstance(expected, m.Started) and raw_payload is not None and form == "raw_schema":
             self.context.reach("non-json-start-admitted")
+        if isinstance(expected, m.Started) and form == "none":
+            self.context.reach("start-without-input-admitted")
 
     @rule(action=st.sampled_from(["activate"] * 8 + ["deprecate", "retire"]))
     @step

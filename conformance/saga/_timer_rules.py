@@ -70,7 +70,8 @@ class TimerRules(SagaMachineBase):
         stale = isinstance(expected, m.StaleFencingToken)
         if stale:
             self.context.reach("fenced-write-refused")
-        self.expect("S-TIMER-02" if stale else "S-TIMER-05", expected, actual)
+        rule_id = "S-TIMER-02" if stale else "S-TIMER-05"
+        self.expect("S-MGT-05" if isinstance(expected, m.TimerDeferred) else rule_id, expected, actual)
         if not isinstance(expected, m.RolledBack | m.OutcomeUnknown):
             del self.leases[worker]
 
@@ -105,9 +106,9 @@ class TimerRules(SagaMachineBase):
             expected = renewed
             actual: object = self.runtime.renew_timer(timer_id, token, self.now, w.LEASE_MS)
         else:
-            self.model, released = m.release_timer(self.model, m.ReleaseTimer(timer_id, token))
+            self.model, released = m.release_timer(self.model, m.ReleaseTimer(timer_id, token, self.now))
             expected = released
-            actual = self.runtime.release_timer(timer_id, token)
+            actual = self.runtime.release_timer(timer_id, token, self.now)
             del self.leases[worker]
         self.expect(
             "S-TIMER-02" if isinstance(expected, m.StaleFencingToken) else "S-TIMER-01", expected, actual

@@ -5,10 +5,11 @@ reached at quiescence, a stale fencing token was refused and the gate absorbed a
 the catalog side a conflicting and an invalid publication were refused, a planted route blocked
 a candidate's activation, a lost route registration converged on re-report, a stale route
 generation was fenced, a route selection was ambiguous, a retired definition refused routes;
-and among starts one beyond the quota was refused, a schema-declared non-JSON one admitted and a
-joined one left the last eligibility gate to its host. With a runtime that shows metrics, its
-scrapes reconciled with the harness's ledger, a failed attempt and a stale fire among them, and
-the label policy held with sagas of several tenants (``OBSERVABILITY_TARGETS``, S-OBS-*).
+and among starts one beyond the quota was refused, a schema-declared non-JSON one admitted, one
+without first-step input admitted and a joined one left the last eligibility gate to its host.
+With a runtime that shows metrics, its scrapes reconciled with the harness's ledger, a failed
+attempt and a stale fire among them, and the label policy held with sagas of several tenants
+(``OBSERVABILITY_TARGETS``, S-OBS-*).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from conformance.saga._faults import SAGA_FAULTS
 from conformance.saga._target import SagaTarget
 from conformance.saga._world import DRAWN_FORGERIES, FIELD_FORGERIES
 from conformance.wire import SAGA_WIRE_FAULTS
-from model.saga import TERMINAL_STATUSES
+from model.saga import SETTLED_STATUSES, ManagementAction
 
 
 def _saga_machine() -> type[ConformanceMachine]:
@@ -36,8 +37,16 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     # fault:<kind> targets are the runner's, from the suite's kinds (conformance._faults.fault_targets)
     if stats.details.get("wire") == "True":  # the rule SagaTarget.specialise adds
         targets["step:arm_wire_fault"] = "this rule never ran"
-    for status in TERMINAL_STATUSES:
+    for status in SETTLED_STATUSES:
         targets[f"terminal:{status.name}"] = f"no saga ended {status.value}"
+    for action in ManagementAction:
+        targets[f"manage:{action.value}:applied"] = f"no {action.value} was applied (S-MGT-*)"
+    for refusal in ("PermissionDenied", "ManagementContextInvalid", "ManagedSagaNotFound", "StaleSnapshot"):
+        targets[f"manage:{refusal}"] = f"no management action was refused with {refusal}"
+    targets["manage:ManagementReplayed"] = "no committed operation was replayed (S-MGT-03)"
+    targets["manage:ManagementPrecondition"] = "no management precondition refused an action"
+    targets["query:audit-with-records"] = "no audit trail with management records was read back"
+    targets["query:next-page"] = "no second page of sagas was read"
     targets["fenced-write-refused"] = "no stale timer worker was refused"
     targets["absorbed-by-gate"] = "no attempt was absorbed by the participant gate"
     targets["publish:DefinitionConflict"] = "no publication conflicted with a published digest"
@@ -49,6 +58,7 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["retired-definition-touched"] = "no route was tried on a retired definition"
     targets["start:QuotaExhausted"] = "no start beyond the tenant's quota was refused"
     targets["non-json-start-admitted"] = "no schema-declared non-JSON start was admitted"
+    targets["start-without-input-admitted"] = "no start without first-step input was admitted"
     targets["joined-start-left-last-gate"] = "no joined start passed the gate its host owns"
     for how in DRAWN_FORGERIES:
         targets[f"forged-command:{how}"] = f"no command forged by {how} was refused (S-PART-05)"
@@ -60,6 +70,27 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
 #: The coverage targets a runtime can reach only with a capability (``RuntimeCapabilities``);
 #: a runtime without it is judged on the rest (docs/nasaga.md lists why nasaga lacks each).
 REQUIRES: Mapping[str, set[str]] = {
+    "terminal:MANUALLY_CLOSED": {"management", "recovery_actions"},
+    **{
+        target: {"management"}
+        for target in (
+            "step:manage",
+            "manage:pause:applied",
+            "manage:resume:applied",
+            "manage:PermissionDenied",
+            "manage:ManagementContextInvalid",
+            "manage:ManagedSagaNotFound",
+            "manage:StaleSnapshot",
+            "manage:ManagementReplayed",
+            "manage:ManagementPrecondition",
+        )
+    },
+    **{
+        f"manage:{action}:applied": {"management", "recovery_actions"}
+        for action in ("retry_compensation", "retry_resolution", "manual_close")
+    },
+    "query:audit-with-records": {"management", "business_queries"},
+    "query:next-page": {"management", "business_queries"},
     "fault:commit-rolled-back": {"injectable_fates"},
     "fault:commit-unknown": {"injectable_fates"},
     "joined-start-left-last-gate": {"joined_starts"},

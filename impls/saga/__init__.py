@@ -29,6 +29,7 @@ from ._backend import TimerRow as TimerRow
 from ._convert import instance_from_row as instance_from_row
 from ._convert import journal_from_row as journal_from_row
 from ._convert import timer_from_row as timer_from_row
+from ._management import Management as Management
 from ._metrics import Clock as Clock
 from ._metrics import MetricsSnapshot as MetricsSnapshot
 from ._metrics import RuntimeMetrics as RuntimeMetrics

@@ -42,8 +42,10 @@ from typing import Protocol, runtime_checkable
 import attrs
 
 from model.saga import (
+    AuditRecord,
     Cause,
     CommandEnvelope,
+    Control,
     DefinitionKey,
     DefinitionReference,
     Lifecycle,
@@ -89,8 +91,9 @@ class SagaCapabilities:
     """What a backend guarantees; the harness turns these into preconditions.
 
     ``fenced_timers``: ``renew_timer``/``release_timer``/``complete_timer`` compare the lease
-    token in the same conditional write and ``allocate_fencing_token`` is strictly increasing
-    and survives timer removal (S-TIMER-01..03). The runtime refuses to run timers without it.
+    token and its expiry (``lease_expires_ms > now_ms``) in the same conditional write, and
+    ``allocate_fencing_token`` never repeats a token, even after timer removal (S-TIMER-01..04).
+    The runtime refuses to run timers without it.
     ``row_locks``: ``lock=True`` reads take a row lock held until the end of the transaction
     (``SELECT ... FOR UPDATE``); without it the backend serializes whole transactions
     (SQLite ``BEGIN IMMEDIATE``, the memory backend's single writer).
@@ -161,7 +164,8 @@ class InstanceRow:
     """``instances``: PK saga_id; ``revision`` is the version column of the CAS (S-ORCH-02).
 
     ``steps`` is stored as a text column (comma-joined ``StepStatus`` values); the payload as
-    (data BLOB, media_type, schema_id) and is never rewritten (S-START-10)."""
+    (data BLOB, media_type, schema_id) and is never rewritten (S-START-11); a start without
+    first-step input has none (all three NULL, S-START-10)."""
 
     saga_id: str
     definition: DefinitionKey
@@ -172,7 +176,7 @@ class InstanceRow:
     steps: tuple[StepStatus, ...]
     awaiting: AwaitingRow | None
     revision: int
-    payload: SagaPayload
+    payload: SagaPayload | None
 
 
 @attrs.frozen
@@ -345,17 +349,36 @@ class SagaTransaction(Protocol):
     def lease_timer(self, timer_id: str, expected_token: int | None, lease: LeaseRow) -> bool:
         """Set the lease iff the current lease token is ``expected_token`` (None: no lease)."""
 
-    def renew_timer(self, timer_id: str, token: int, expires_ms: int) -> bool:
-        """Fenced: only while ``token`` is the current lease token."""
+    def renew_timer(self, timer_id: str, token: int, now_ms: int, expires_ms: int) -> bool:
+        """Fenced: only while ``token`` is the current lease token and its lease has not expired
+        at ``now_ms`` (S-TIMER-04)."""
 
-    def release_timer(self, timer_id: str, token: int) -> bool:
-        """Fenced: clear the lease."""
+    def release_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
+        """Fenced (token and unexpired lease): clear the lease."""
 
-    def complete_timer(self, timer_id: str, token: int) -> bool:
-        """Fenced: delete the timer."""
+    def complete_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
+        """Fenced (token and unexpired lease): delete the timer."""
 
     def delete_timer(self, timer_id: str) -> bool:
         """Unfenced delete by the orchestrator transaction that settled the timer's command."""
+
+    # management: control state and audit trail (S-MGT-05, S-MGT-09) -------------------------
+    # Rows are the model's own values: ``Control`` (``controls``: PK saga_id, absent = active at
+    # revision 1) and ``AuditRecord`` (``audit``: PK (saga_id, operation_id), ordered by ``seq``).
+    def load_control(self, saga_id: str, *, lock: bool = False) -> Control | None: ...
+    def save_control(self, saga_id: str, control: Control, expected_revision: int) -> bool:
+        """Compare-and-set on the control revision; with no row, ``expected_revision == 1``
+        inserts (the implicit active control of every instance)."""
+
+    def next_audit_seq(self) -> int:
+        """The next audit sequence number (a counter row, bumped in this transaction)."""
+
+    def append_audit(self, record: AuditRecord) -> bool:
+        """INSERT; False if the saga's operation id is taken (S-MGT-03)."""
+
+    def load_audit(self, saga_id: str, operation_id: str) -> AuditRecord | None: ...
+    def list_audit(self, saga_id: str | None = None) -> tuple[AuditRecord, ...]:
+        """In ``seq`` order."""
 
     # participant: inbox, gate, business facts, result outbox (S-PART-01..03) ----------------
     def claim_command(self, command_id: str) -> bool:

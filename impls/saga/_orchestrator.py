@@ -73,6 +73,7 @@ from model.saga import (
     RenewCapability,
     RenewOutcome,
     ResultApplied,
+    ResultDeferred,
     ResultEnvelope,
     ResultOutcome,
     RetirementBlocked,
@@ -92,6 +93,7 @@ from model.saga import (
     StartSaga,
     StepAnswered,
     TimerClaimed,
+    TimerDeferred,
     TimerFired,
     TimerLeased,
     TimerNotDue,
@@ -119,14 +121,11 @@ from model.saga import (
     result_message_id_for,
     saga_id_for,
     start_digest_for,
-    timer_id_for,
 )
 from model.saga._instance import begin
 
-from . import codec
 from ._backend import (
     CapabilityRow,
-    CommandOutboxRow,
     DefinitionRow,
     LeaseRow,
     ReceiptRow,
@@ -147,6 +146,7 @@ from ._routes import (
     step_routes,
 )
 from ._unit import Conflict, Discard, FateHook, Keep, always_commit, read_only, run_unit
+from ._writes import _apply, _need, _stage, _stale, entry_of, paused
 
 #: The host's eligibility check, asked at each checkpoint of a start (S-START-04, S-START-06).
 EligibilityCheck = Callable[[int], bool]
@@ -155,17 +155,6 @@ EligibilityCheck = Callable[[int], bool]
 def always_eligible(_checkpoint: int) -> bool:
     """The unconstrained start (S-START-07)."""
     return True
-
-
-def entry_of(row: DefinitionRow) -> CatalogEntry:
-    return CatalogEntry(codec.artifact_from_document(row.document), row.document, row.digest, row.lifecycle)
-
-
-def _need(written: bool) -> None:
-    # A guarded write the reads of this transaction said would succeed: a concurrent writer
-    # got there first, so this unit rolls back and its input is redelivered.
-    if not written:
-        raise Conflict
 
 
 @attrs.define
@@ -484,6 +473,8 @@ class Orchestrator:
             instance, entry = loaded
             if not tx.claim_result(envelope.message_id):
                 return Discard(DuplicateResult(envelope.message_id))
+            if paused(tx, instance.saga_id):  # not claimed after all: redelivered on resume (S-MGT-05)
+                return Discard(ResultDeferred(envelope.message_id, instance.saga_id))
             event = StepAnswered(envelope.phase, envelope.step_index, envelope.effect_id, envelope.kind)
             reaction = react(instance, entry.artifact, event)
             if not isinstance(reaction, Reaction) or not is_loadable(entry.lifecycle):
@@ -554,7 +545,7 @@ class Orchestrator:
     def renew_timer(
         self, timer_id: str, token: int, now_ms: int, lease_ms: int
     ) -> TimerRenewed | NoSuchTimer | StaleFencingToken | RolledBack | OutcomeUnknown:
-        """Extend the current holder's lease; the backend's fence decides (S-TIMER-01, -02)."""
+        """Extend the current holder's unexpired lease; the backend's fence decides (S-TIMER-01, -02, -04)."""
 
         def body(
             tx: SagaTransaction,
@@ -567,7 +558,7 @@ class Orchestrator:
                 return Discard(NoSuchTimer(timer_id))
             held = 0 if row.lease is None else row.lease.expires_ms
             expires = max(held, now_ms + lease_ms)
-            if not tx.renew_timer(timer_id, token, expires):
+            if not tx.renew_timer(timer_id, token, now_ms, expires):
                 return Discard(_stale(row, token))
             return Keep(TimerRenewed(timer_id, token, expires))
 
@@ -575,9 +566,9 @@ class Orchestrator:
 
     @counted(Unit.TIMER_RELEASE)
     def release_timer(
-        self, timer_id: str, token: int
+        self, timer_id: str, token: int, now_ms: int
     ) -> TimerReleased | NoSuchTimer | StaleFencingToken | RolledBack | OutcomeUnknown:
-        """Give the lease back without firing (S-TIMER-01)."""
+        """Give the lease back without firing, while it is still held (S-TIMER-01, S-TIMER-04)."""
 
         def body(
             tx: SagaTransaction,
@@ -588,7 +579,7 @@ class Orchestrator:
             row = tx.load_timer(timer_id, lock=True)
             if row is None:
                 return Discard(NoSuchTimer(timer_id))
-            if not tx.release_timer(timer_id, token):
+            if not tx.release_timer(timer_id, token, now_ms):
                 return Discard(_stale(row, token))
             return Keep(TimerReleased(timer_id))
 
@@ -602,8 +593,10 @@ class Orchestrator:
             row = tx.load_timer(timer_id, lock=True)
             if row is None:
                 return Discard(NoSuchTimer(timer_id))
-            if not tx.complete_timer(timer_id, token):
+            if not tx.complete_timer(timer_id, token, now_ms):
                 return Discard(_stale(row, token))
+            if paused(tx, row.saga_id):  # the fence held; nothing changes, the lease included (S-MGT-05)
+                return Discard(TimerDeferred(timer_id))
             # Lateness once the fence held: a dispossessed worker observes nothing (S-OBS-03).
             self.metrics.observe(Stage.TIMER_LATENESS, max(0, now_ms - row.due_ms) / 1000)
             instance_row = tx.load_instance(row.saga_id, lock=True)
@@ -691,28 +684,3 @@ def _load_capability(tx: SagaTransaction, key: CapabilityKey) -> CapabilityRoute
         d.tenant, d.workflow, d.version, key.step_index, key.owner, key.replica, lock=True
     )
     return None if row is None else route_from_row(row)
-
-
-def _stale(row: TimerRow, token: int) -> StaleFencingToken:
-    return StaleFencingToken(row.timer_id, token, None if row.lease is None else row.lease.token)
-
-
-def _stage(tx: SagaTransaction, command: CommandEnvelope, due_ms: int) -> None:
-    """Outbox row plus timeout timer of a dispatched command, in the caller's transaction."""
-    _need(
-        tx.append_command(CommandOutboxRow(command.command_id, command.saga_id, command.definition, command))
-    )
-    timer = TimerRow(timer_id_for(command.command_id), command.saga_id, command.command_id, due_ms)
-    _need(tx.insert_timer(timer))
-
-
-def _apply(
-    tx: SagaTransaction, before: SagaInstance, reaction: Reaction, artifact: DefinitionArtifact, now_ms: int
-) -> None:
-    """Instance CAS, journal, timer swap and next command, one transaction (S-ORCH-02)."""
-    _need(tx.update_instance(instance_to_row(reaction.instance), before.revision))
-    _need(tx.append_journal(journal_to_row(reaction.entry)))
-    tx.delete_timer(timer_id_for(reaction.settled_command_id))
-    command = reaction.dispatch
-    if command is not None:
-        _stage(tx, command, now_ms + artifact.steps[command.step_index].timeout_ms)

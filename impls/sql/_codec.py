@@ -127,10 +127,14 @@ def instance_to_row(row: InstanceRow) -> tuple[Any, ...]:
         if a is None
         else (a.phase.value, a.step_index, a.attempt, a.effect_id, a.command_id)
     )
+    p = row.payload
+    # No first-step input (S-START-10): the three payload columns are NULL (they always were
+    # nullable, so rows written before this encoding read back unchanged).
+    given = (None, None, None) if p is None else (p.data, p.contract.media_type, p.contract.schema_id)
     return (
         row.saga_id, k.tenant, k.workflow, k.version, row.definition_digest, row.start_digest,
         row.business_key, row.status.value, codec.steps_to_text(row.steps), *waiting, row.revision,
-        row.payload.data, row.payload.contract.media_type, row.payload.contract.schema_id,
+        *given,
     )  # fmt: skip
 
 
@@ -147,7 +151,7 @@ def instance_from_row(r: Row) -> InstanceRow:
             steps=codec.steps_from_text(r[8]),
             awaiting=awaiting,
             revision=int(r[14]),
-            payload=SagaPayload(_bytes(r[15]), PayloadContract(r[16], r[17])),
+            payload=None if r[16] is None else SagaPayload(_bytes(r[15]), PayloadContract(r[16], r[17])),
         )
     except (ValueError, TypeError) as exc:
         raise corrupt("instance") from exc

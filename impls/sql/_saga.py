@@ -40,6 +40,7 @@ from model.saga import DefinitionKey, DefinitionReference, Lifecycle, ReferenceK
 
 from . import _codec as c
 from ._dialect import Dialect, placeholders
+from ._saga_management import MANAGEMENT_SCHEMA, ManagementRows
 
 # Table -> (columns with types by role, primary key). Roles: K key text, T text, B blob, I int.
 SCHEMA: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
@@ -95,12 +96,13 @@ SCHEMA: dict[str, tuple[tuple[tuple[str, str], ...], tuple[str, ...]]] = {
         (("message_id", "K"), ("envelope", "B"), ("published", "I"), ("seq", "I")),
         ("message_id",),
     ),
+    **MANAGEMENT_SCHEMA,
 }  # fmt: skip
 
-COUNTERS = ("fencing_token", "registry_revision", "seq")
+COUNTERS = ("fencing_token", "registry_revision", "seq", "audit_seq")
 
 
-class SqlTransaction:
+class SqlTransaction(ManagementRows):
     """One database transaction; every statement's driver error becomes ``SagaBackendError``."""
 
     def __init__(self, backend: SqlSagaBackend) -> None:
@@ -473,32 +475,34 @@ class SqlTransaction:
             == 1
         )
 
-    def renew_timer(self, timer_id: str, token: int, expires_ms: int) -> bool:
+    # The fence of renew/release/complete: the token, and a lease not yet expired (S-TIMER-04).
+    _FENCE = "timer_id = ? AND lease_token = ? AND lease_expires_ms > ?"
+
+    def renew_timer(self, timer_id: str, token: int, now_ms: int, expires_ms: int) -> bool:
         return (
             self._exec(
-                f"UPDATE {self._t('timers')} SET lease_expires_ms = ? "
-                f"WHERE timer_id = ? AND lease_token = ?{self._and_ns}",
-                (expires_ms, timer_id, token, *self._ns),
+                f"UPDATE {self._t('timers')} SET lease_expires_ms = ? WHERE {self._FENCE}{self._and_ns}",
+                (expires_ms, timer_id, token, now_ms, *self._ns),
             )
             == 1
         )
 
-    def release_timer(self, timer_id: str, token: int) -> bool:
+    def release_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
         return (
             self._exec(
                 f"UPDATE {self._t('timers')} "
                 "SET lease_worker = NULL, lease_token = NULL, lease_expires_ms = NULL "
-                f"WHERE timer_id = ? AND lease_token = ?{self._and_ns}",
-                (timer_id, token, *self._ns),
+                f"WHERE {self._FENCE}{self._and_ns}",
+                (timer_id, token, now_ms, *self._ns),
             )
             == 1
         )
 
-    def complete_timer(self, timer_id: str, token: int) -> bool:
+    def complete_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
         return (
             self._exec(
-                f"DELETE FROM {self._t('timers')} WHERE timer_id = ? AND lease_token = ?{self._and_ns}",
-                (timer_id, token, *self._ns),
+                f"DELETE FROM {self._t('timers')} WHERE {self._FENCE}{self._and_ns}",
+                (timer_id, token, now_ms, *self._ns),
             )
             == 1
         )

@@ -43,6 +43,9 @@ Layers, bottom up::
     _store      OrchestratorStore, catalog/route/timer transactions, queries
     _start      start_saga
     _orchestrator handle_result, fire_timer
+    _audit      management vocabulary: permissions, context, control state, audit records
+    _management manage(): pause, resume, retry compensation/resolution, manual close
+    _queries    the business query API: get, list, audit trail
     _participant handle_command
     _delivery   consumer groups on a stream: read, claim, settle, dead-letter, trim
     _offsets    a partitioned log with committed offsets (Kafka): frontier, back-off, rebalance
@@ -60,6 +63,18 @@ same rules and maps each to where the model enforces it, its tests and its harne
 # crosshair: per_condition_timeout=2
 # crosshair: per_path_timeout=1
 
+from ._audit import ACTIVE_CONTROL as ACTIVE_CONTROL
+from ._audit import ALL_PERMISSIONS as ALL_PERMISSIONS
+from ._audit import NO_EXPECTATION as NO_EXPECTATION
+from ._audit import REQUIRED_PERMISSION as REQUIRED_PERMISSION
+from ._audit import AuditRecord as AuditRecord
+from ._audit import Control as Control
+from ._audit import ControlState as ControlState
+from ._audit import Expectation as Expectation
+from ._audit import ManagementAction as ManagementAction
+from ._audit import ManagementContext as ManagementContext
+from ._audit import Permission as Permission
+from ._audit import context_valid as context_valid
 from ._canonical import Canon as Canon
 from ._canonical import DecodeError as DecodeError
 from ._canonical import decode as decode
@@ -136,11 +151,17 @@ from ._errors import IllegalTransition as IllegalTransition
 from ._errors import InstanceNotReleasable as InstanceNotReleasable
 from ._errors import InvalidDefinition as InvalidDefinition
 from ._errors import LeaseExpired as LeaseExpired
+from ._errors import ManagedSagaNotFound as ManagedSagaNotFound
+from ._errors import ManagementContextInvalid as ManagementContextInvalid
+from ._errors import ManagementPrecondition as ManagementPrecondition
+from ._errors import ManagementProblem as ManagementProblem
 from ._errors import MessageRefused as MessageRefused
 from ._errors import NoSuchTimer as NoSuchTimer
+from ._errors import OperationConflict as OperationConflict
 from ._errors import PayloadProblem as PayloadProblem
 from ._errors import PayloadRejected as PayloadRejected
 from ._errors import PeerRefusal as PeerRefusal
+from ._errors import PermissionDenied as PermissionDenied
 from ._errors import QuotaExhausted as QuotaExhausted
 from ._errors import RefusalReason as RefusalReason
 from ._errors import Rejection as Rejection
@@ -148,6 +169,7 @@ from ._errors import RetirementBlocked as RetirementBlocked
 from ._errors import RouteInvalid as RouteInvalid
 from ._errors import StaleFencingToken as StaleFencingToken
 from ._errors import StaleGeneration as StaleGeneration
+from ._errors import StaleSnapshot as StaleSnapshot
 from ._errors import StartConflict as StartConflict
 from ._errors import TimerLeased as TimerLeased
 from ._errors import TimerNotDue as TimerNotDue
@@ -159,6 +181,7 @@ from ._errors import UnknownSaga as UnknownSaga
 from ._errors import UnknownStep as UnknownStep
 from ._instance import PHASE_STATUS as PHASE_STATUS
 from ._instance import SAGA_TRANSITIONS as SAGA_TRANSITIONS
+from ._instance import SETTLED_STATUSES as SETTLED_STATUSES
 from ._instance import STEP_TRANSITIONS as STEP_TRANSITIONS
 from ._instance import TERMINAL_STATUSES as TERMINAL_STATUSES
 from ._instance import AttemptTimedOut as AttemptTimedOut
@@ -187,6 +210,17 @@ from ._keys import LifecycleAction as LifecycleAction
 from ._keys import ReferenceKind as ReferenceKind
 from ._keys import SagaStatus as SagaStatus
 from ._keys import TransportViolation as TransportViolation
+from ._management import Manage as Manage
+from ._management import ManagementApplied as ManagementApplied
+from ._management import ManagementReplayed as ManagementReplayed
+from ._management import ManageOutcome as ManageOutcome
+from ._management import authorize as authorize
+from ._management import control_of as control_of
+from ._management import is_paused as is_paused
+from ._management import manage as manage
+from ._management import manual_step as manual_step
+from ._management import next_attempt as next_attempt
+from ._management import plan_recovery as plan_recovery
 from ._messages import CommandEnvelope as CommandEnvelope
 from ._messages import ResultEnvelope as ResultEnvelope
 from ._messages import command_id_for as command_id_for
@@ -242,9 +276,11 @@ from ._orchestrator import DuplicateResult as DuplicateResult
 from ._orchestrator import FireOutcome as FireOutcome
 from ._orchestrator import FireTimer as FireTimer
 from ._orchestrator import ResultApplied as ResultApplied
+from ._orchestrator import ResultDeferred as ResultDeferred
 from ._orchestrator import ResultDelivery as ResultDelivery
 from ._orchestrator import ResultOutcome as ResultOutcome
 from ._orchestrator import StaleResult as StaleResult
+from ._orchestrator import TimerDeferred as TimerDeferred
 from ._orchestrator import TimerFired as TimerFired
 from ._orchestrator import TimerObsolete as TimerObsolete
 from ._orchestrator import fire_timer as fire_timer
@@ -264,6 +300,16 @@ from ._participant import ack_is_earned as ack_is_earned
 from ._participant import effect_counts as effect_counts
 from ._participant import handle_command as handle_command
 from ._participant import verify_command as verify_command
+from ._queries import AuditTrail as AuditTrail
+from ._queries import GetSaga as GetSaga
+from ._queries import ListSagas as ListSagas
+from ._queries import ReadAudit as ReadAudit
+from ._queries import SagaPage as SagaPage
+from ._queries import SagaView as SagaView
+from ._queries import get_saga as get_saga
+from ._queries import list_sagas as list_sagas
+from ._queries import read_audit as read_audit
+from ._queries import view_of as view_of
 from ._receipts import ACKNOWLEDGING as ACKNOWLEDGING
 from ._receipts import Admitted as Admitted
 from ._receipts import CallAnswer as CallAnswer

@@ -69,7 +69,6 @@ class PayloadProblem(enum.Enum):
     """Why a start payload was refused (S-START-10, S-START-11)."""
 
     BOTH_GIVEN = "both_given"
-    NONE_GIVEN = "none_given"
     INVALID_JSON = "invalid_json"
     SCHEMA_REQUIRED = "schema_required"
     CONTRACT_MISMATCH = "contract_mismatch"
@@ -232,7 +231,8 @@ class TimerLeased(CallerError):
 
 @attrs.frozen
 class StaleFencingToken(CallerError):
-    """A fenced timer operation with a token that is not the current lease (S-TIMER-02)."""
+    """A fenced timer operation by a worker that lost authority: its token is not the current
+    lease's, or that lease expired (S-TIMER-02, S-TIMER-04; ``current`` is then its own token)."""
 
     timer_id: str
     presented: int
@@ -277,3 +277,61 @@ class StaleGeneration(CallerError):
 class LeaseExpired(CallerError):
     key: CapabilityKey
     expired_at_ms: int
+
+
+# -- management (S-MGT-*) ----------------------------------------------------------------
+
+
+class ManagementProblem(enum.Enum):
+    """Why a management action's precondition does not hold (S-MGT-05..08)."""
+
+    NOT_ACTIVE = "not_active"  # pause, retries and close need an active (unpaused) instance
+    NOT_PAUSED = "not_paused"  # resume needs a paused one
+    NOT_IN_MANUAL_INTERVENTION = "not_in_manual_intervention"
+    NO_UNCONFIRMED_COMPENSATION = "no_unconfirmed_compensation"
+    NO_UNRESOLVED_EFFECT = "no_unresolved_effect"
+    DEFINITION_NOT_LOADABLE = "definition_not_loadable"
+
+
+@attrs.frozen
+class ManagementContextInvalid(CallerError):
+    """The actor is not a stable principal name or the reason is empty or not printable (S-MGT-01)."""
+
+    actor: str
+
+
+@attrs.frozen
+class PermissionDenied(PeerRefusal):
+    """The authenticated principal lacks the action's own permission (S-MGT-01)."""
+
+    permission: str
+
+
+@attrs.frozen
+class ManagedSagaNotFound(CallerError):
+    """No such saga for the authorized tenant: absent and foreign look the same (S-MGT-02)."""
+
+    tenant: str
+    saga_id: str
+
+
+@attrs.frozen
+class OperationConflict(CallerError):
+    """The operation id is already bound to another action or saga (S-MGT-03)."""
+
+    operation_id: str
+
+
+@attrs.frozen
+class StaleSnapshot(CallerError):
+    """An expected state or control revision is not the instance's (S-MGT-04)."""
+
+    saga_id: str
+    revision: int
+    control_revision: int
+
+
+@attrs.frozen
+class ManagementPrecondition(CallerError):
+    saga_id: str
+    problem: ManagementProblem

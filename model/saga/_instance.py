@@ -27,8 +27,17 @@ from ._keys import SagaStatus
 from ._messages import CommandEnvelope, command_id_for, effect_id_for
 from ._values import DefinitionKey, Phase, ResultKind, SagaPayload, UncertainPolicy
 
-#: The only statuses an instance can end in (S-STEP-07).
+#: The only statuses an instance can end in: nothing moves it again (S-STEP-07).
 TERMINAL_STATUSES: frozenset[SagaStatus] = frozenset(
+    {SagaStatus.COMPLETED, SagaStatus.COMPENSATED, SagaStatus.MANUALLY_CLOSED}
+)
+
+#: Statuses that await no command and take no automatic transition (S-STEP-07): the terminal
+#: ones and manual intervention, which only management actions leave (S-MGT-06..08).
+SETTLED_STATUSES: frozenset[SagaStatus] = TERMINAL_STATUSES | {SagaStatus.AWAITING_MANUAL_INTERVENTION}
+
+#: The statuses automatic transitions (results, timeouts) can end in (S-STEP-07).
+AUTOMATIC_ENDS: frozenset[SagaStatus] = frozenset(
     {SagaStatus.COMPLETED, SagaStatus.COMPENSATED, SagaStatus.AWAITING_MANUAL_INTERVENTION}
 )
 
@@ -36,10 +45,10 @@ TERMINAL_STATUSES: frozenset[SagaStatus] = frozenset(
 SAGA_TRANSITIONS: Mapping[SagaStatus | None, frozenset[SagaStatus]] = {
     None: frozenset({SagaStatus.RUNNING}),
     SagaStatus.RUNNING: frozenset(
-        {SagaStatus.RUNNING, SagaStatus.RESOLVING, SagaStatus.COMPENSATING} | TERMINAL_STATUSES
+        {SagaStatus.RUNNING, SagaStatus.RESOLVING, SagaStatus.COMPENSATING} | AUTOMATIC_ENDS
     ),
     SagaStatus.RESOLVING: frozenset(
-        {SagaStatus.RESOLVING, SagaStatus.RUNNING, SagaStatus.COMPENSATING} | TERMINAL_STATUSES
+        {SagaStatus.RESOLVING, SagaStatus.RUNNING, SagaStatus.COMPENSATING} | AUTOMATIC_ENDS
     ),
     SagaStatus.COMPENSATING: frozenset(
         {
@@ -50,7 +59,11 @@ SAGA_TRANSITIONS: Mapping[SagaStatus | None, frozenset[SagaStatus]] = {
     ),
     SagaStatus.COMPLETED: frozenset(),
     SagaStatus.COMPENSATED: frozenset(),
-    SagaStatus.AWAITING_MANUAL_INTERVENTION: frozenset(),
+    # Only management leaves it (S-MGT-06..08): a new resolve poll, a compensation retry, a close.
+    SagaStatus.AWAITING_MANUAL_INTERVENTION: frozenset(
+        {SagaStatus.RESOLVING, SagaStatus.COMPENSATING, SagaStatus.MANUALLY_CLOSED}
+    ),
+    SagaStatus.MANUALLY_CLOSED: frozenset(),
 }
 
 
@@ -74,7 +87,8 @@ STEP_TRANSITIONS: Mapping[StepStatus, frozenset[StepStatus]] = {
     StepStatus.COMPENSATING: frozenset({StepStatus.COMPENSATED, StepStatus.COMPENSATION_UNCONFIRMED}),
     StepStatus.FAILED: frozenset(),
     StepStatus.COMPENSATED: frozenset(),
-    StepStatus.COMPENSATION_UNCONFIRMED: frozenset(),
+    # A compensation retried by management (S-MGT-07).
+    StepStatus.COMPENSATION_UNCONFIRMED: frozenset({StepStatus.COMPENSATING}),
 }
 
 
@@ -103,6 +117,8 @@ class Cause(enum.Enum):
     REJECTED = "rejected"
     UNKNOWN = "unknown"
     TIMED_OUT = "timed_out"
+    #: A management action (S-MGT-06..08).
+    MANAGED = "managed"
 
 
 @attrs.frozen
@@ -143,7 +159,8 @@ class SagaInstance:
     steps: tuple[StepStatus, ...]
     awaiting: Awaiting | None
     revision: int
-    first_payload: SagaPayload
+    #: The first step's input; ``None`` for a start without one (S-START-10).
+    first_payload: SagaPayload | None
 
 
 @attrs.frozen
@@ -207,7 +224,7 @@ def begin(
     definition_digest: str,
     start_digest: str,
     business_key: str,
-    payload: SagaPayload,
+    payload: SagaPayload | None,
 ) -> tuple[SagaInstance, JournalEntry, CommandEnvelope]:
     """A new instance: running, first step executing, its first command (S-START-03)."""
     steps = (StepStatus.EXECUTING,) + (StepStatus.PENDING,) * (len(artifact.steps) - 1)
@@ -279,7 +296,7 @@ def awaiting_shape(status: SagaStatus, steps: tuple[StepStatus, ...], phase: Pha
 
 
 def ended_shape(status: SagaStatus, steps: tuple[StepStatus, ...]) -> bool:
-    """What the terminal statuses promise about the steps (S-STEP-02, S-STEP-07)."""
+    """What the settled statuses promise about the steps (S-STEP-02, S-STEP-07)."""
     if status is SagaStatus.COMPLETED:
         return all(s is StepStatus.SUCCEEDED for s in steps)
     if status is SagaStatus.COMPENSATED:
@@ -304,7 +321,7 @@ def plan_is_sound(
         saga_transition_legal(status, result.status)
         and changed
         and shaped
-        and (nxt is None) == (result.status in TERMINAL_STATUSES)
+        and (nxt is None) == (result.status in SETTLED_STATUSES)
         and not (unconfirmed and compensating)
     )
 
@@ -399,7 +416,7 @@ def react(instance: SagaInstance, artifact: DefinitionArtifact, event: Event) ->
     CrossHair); ``reaction_is_sound`` is what the model tests check of every reaction.
     """
     awaiting = instance.awaiting
-    if awaiting is None or instance.status in TERMINAL_STATUSES:
+    if awaiting is None or instance.status in SETTLED_STATUSES:
         return IllegalTransition(instance.saga_id, instance.status, repr(event))
     signal: ResultKind | None
     if isinstance(event, StepAnswered):
@@ -456,7 +473,7 @@ def reaction_is_sound(before: SagaInstance, result: Reaction | IllegalTransition
     return (
         after.revision == before.revision + 1
         and saga_transition_legal(before.status, after.status)
-        and (result.dispatch is None) == (after.status in TERMINAL_STATUSES)
+        and (result.dispatch is None) == (after.status in SETTLED_STATUSES)
         and (after.awaiting is None) == (result.dispatch is None)
         and changed
     )

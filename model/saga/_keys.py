@@ -50,6 +50,8 @@ class SagaStatus(enum.Enum):
     COMPLETED = "completed"
     COMPENSATED = "compensated"
     AWAITING_MANUAL_INTERVENTION = "awaiting_manual_intervention"
+    #: Closed by an operator after manual intervention (S-MGT-08); no business outcome is claimed.
+    MANUALLY_CLOSED = "manually_closed"
 
 
 class TransportViolation(enum.Enum):

@@ -33,6 +33,7 @@ from typing import Union, get_args
 
 import attrs
 
+from ._audit import ControlState
 from ._catalog import LifecycleOutcome, PublishOutcome
 from ._errors import (
     EligibilityRevoked,
@@ -323,9 +324,12 @@ def fire_lateness(before: OrchestratorStore, timer_id: str, token: int, now_ms: 
 
     Lateness is taken after the claim is re-verified: a stale or unknown token observes nothing.
     """
-    timer = check_fence(before.timers, timer_id, token)
+    timer = check_fence(before.timers, timer_id, token, now_ms)
     if isinstance(timer, NoSuchTimer | StaleFencingToken):
         return None
+    control = before.controls.get(timer.saga_id)
+    if control is not None and control.state is ControlState.PAUSED:
+        return None  # deferred, not fired (S-MGT-05)
     return max(0, now_ms - timer.due_ms) / 1000
 
 

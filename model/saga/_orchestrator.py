@@ -18,6 +18,7 @@ from typing import ClassVar, TypeAlias
 
 import attrs
 
+from ._audit import ControlState
 from ._catalog import is_loadable
 from ._definition import DefinitionArtifact
 from ._errors import MessageRefused, NoSuchTimer, RefusalReason, StaleFencingToken
@@ -65,8 +66,24 @@ class StaleResult:
     saga_id: str
 
 
+@attrs.frozen
+class ResultDeferred:
+    """Verified, but its saga is paused: not claimed, to be redelivered after resume (S-MGT-05)."""
+
+    verdict: ClassVar[DeliveryVerdict] = DeliveryVerdict.REDELIVER
+
+    message_id: str
+    saga_id: str
+
+
 ResultOutcome: TypeAlias = (
-    ResultApplied | DuplicateResult | StaleResult | MessageRefused | RolledBack | OutcomeUnknown
+    ResultApplied
+    | DuplicateResult
+    | StaleResult
+    | ResultDeferred
+    | MessageRefused
+    | RolledBack
+    | OutcomeUnknown
 )
 
 
@@ -135,6 +152,8 @@ def handle_result(
     if envelope.message_id in store.inbox:
         return store, DuplicateResult(envelope.message_id)
     instance = store.instances[envelope.saga_id]
+    if _paused(store, instance.saga_id):
+        return store, ResultDeferred(envelope.message_id, instance.saga_id)
     entry = store.catalog.entries[instance.definition]
     claimed = attrs.evolve(store, inbox=store.inbox | {envelope.message_id})
     event = StepAnswered(envelope.phase, envelope.step_index, envelope.effect_id, envelope.kind)
@@ -173,9 +192,21 @@ class TimerObsolete:
     timer_id: str
 
 
+@attrs.frozen
+class TimerDeferred:
+    """The fence held but the timer's saga is paused: nothing changes, the lease included (S-MGT-05)."""
+
+    timer_id: str
+
+
 FireOutcome: TypeAlias = (
-    TimerFired | TimerObsolete | NoSuchTimer | StaleFencingToken | RolledBack | OutcomeUnknown
+    TimerFired | TimerObsolete | TimerDeferred | NoSuchTimer | StaleFencingToken | RolledBack | OutcomeUnknown
 )
+
+
+def _paused(store: OrchestratorStore, saga_id: str) -> bool:
+    control = store.controls.get(saga_id)
+    return control is not None and control.state is ControlState.PAUSED
 
 
 def fire_timer(store: OrchestratorStore, request: FireTimer) -> tuple[OrchestratorStore, FireOutcome]:
@@ -186,9 +217,11 @@ def fire_timer(store: OrchestratorStore, request: FireTimer) -> tuple[Orchestrat
 
     post: not isinstance(__return__[1], StaleFencingToken) or __return__[0] is store
     """
-    fenced = check_fence(store.timers, request.timer_id, request.token)
+    fenced = check_fence(store.timers, request.timer_id, request.token, request.now_ms)
     if not isinstance(fenced, Timer):
         return store, fenced
+    if _paused(store, fenced.saga_id):
+        return store, TimerDeferred(fenced.timer_id)
     completed = attrs.evolve(store, timers=remove_timer(store.timers, fenced.timer_id))
     instance = store.instances.get(fenced.saga_id)
     entry = None if instance is None else store.catalog.entries.get(instance.definition)

@@ -166,7 +166,9 @@ def verify_command(state: ParticipantState, delivery: CommandDelivery) -> Refusa
     first_input = command.phase is Phase.EXECUTE and command.step_index == 0
     payload = command.payload
     if first_input:
-        if payload is None or payload.contract != binding.input_contract:
+        if payload is None:
+            return None  # a start without first-step input (S-START-10): nothing to re-check
+        if payload.contract != binding.input_contract:
             return RefusalReason.PAYLOAD_CONTRACT_MISMATCH
         if is_json_media_type(payload.contract.media_type) and not is_json_document(payload.data):
             return RefusalReason.PAYLOAD_CONTRACT_MISMATCH

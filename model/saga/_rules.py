@@ -88,17 +88,37 @@ RULES: Mapping[str, str] = {
     "S-STEP-05": "Timeouts re-dispatch within a bounded attempt budget that never cuts short "
     "uncertain outcomes; an unknown commit is never a plain retry.",
     "S-STEP-06": "A compensation rejected, unknown or out of attempts ends in manual intervention.",
-    "S-STEP-07": "Terminal states are exactly Completed, Compensated and "
-    "AwaitingManualIntervention; they take no further transition.",
+    "S-STEP-07": "Completed, Compensated and ManuallyClosed are terminal; AwaitingManualIntervention "
+    "awaits no command and takes no automatic transition, only management leaves it.",
     "S-STEP-08": "Instance, step and journal transitions follow the tables.",
     # timers
     "S-TIMER-01": "Claim, renew, complete and release are fenced by the lease token.",
     "S-TIMER-02": "A stale fencing token is refused and changes nothing.",
-    "S-TIMER-03": "Fencing tokens strictly increase.",
-    "S-TIMER-04": "A due timer is claimable when unleased or its lease expired; an expired "
-    "lease holds until taken over.",
+    "S-TIMER-03": "A fencing token identifies one claim: no claim reuses a token handed out before.",
+    "S-TIMER-04": "A due timer is claimable when unleased or its lease expired; a holder whose "
+    "lease expired lost its authority, taken over or not.",
     "S-TIMER-05": "Firing a timer and the timeout transition commit together; a settled "
     "command's timer completes without a transition.",
+    # management actions and the business query API
+    "S-MGT-01": "Every management action and read needs a valid context (actor, reason) and its own "
+    "permission, checked before anything is read.",
+    "S-MGT-02": "The tenant is the authorization target: a saga of another tenant is not found.",
+    "S-MGT-03": "An operation id names one action within its saga: a committed one is replayed with "
+    "the current state and writes nothing; bound to another action it conflicts.",
+    "S-MGT-04": "Expected state and control revisions, when given, must match the instance's, else "
+    "StaleSnapshot and nothing is written.",
+    "S-MGT-05": "Pause and resume flip a control state beside the status, with its own revision; a "
+    "paused instance takes no automatic transition (results and timers deferred).",
+    "S-MGT-06": "Retry resolution: from manual intervention with an unresolved effect of a resolving "
+    "step, one new resolve poll; Resolving.",
+    "S-MGT-07": "Retry compensation: from manual intervention with an unconfirmed compensation, a new "
+    "attempt of that compensation; Compensating.",
+    "S-MGT-08": "Manual close: from manual intervention only, to the terminal ManuallyClosed, "
+    "claiming no business outcome.",
+    "S-MGT-09": "An applied action writes its instance and control change and one audit record "
+    "(actor, reason, operation id, before/after) in one transaction; a refused one writes nothing.",
+    "S-MGT-10": "The business query API gets a saga, lists a tenant's sagas by status in keyset "
+    "pages and reads a saga's audit trail, authorized like actions, without payloads.",
     # capability routes
     "S-ROUTE-01": "A descriptor carries replica, definition/step, transport, origin, base "
     "path, credentials digest and lease; only the step's owner registers it.",

@@ -52,7 +52,8 @@ from ._values import (
 
 @attrs.frozen
 class StartSaga:
-    """A start request: exactly one of ``json_payload`` and ``raw_payload`` (S-START-10)."""
+    """A start request: at most one of ``json_payload`` and ``raw_payload`` (S-START-10); neither is
+    a start without first-step input."""
 
     definition: DefinitionKey
     business_key: str = attrs.field(validator=name_validator)
@@ -140,11 +141,16 @@ def _given(json_payload: bytes | None, raw_payload: SagaPayload | None) -> bytes
 
 def admit_payload(
     json_payload: bytes | None, raw_payload: SagaPayload | None, declared: PayloadContract
-) -> SagaPayload | PayloadRejected:
+) -> SagaPayload | PayloadRejected | None:
     """Normalize the first-step input without touching its bytes (S-START-10, S-START-11).
 
-    post: isinstance(_, PayloadRejected) or _.contract == declared
-    post: isinstance(_, PayloadRejected) or _.data is _given(json_payload, raw_payload)
+    Neither form given is a start without first-step input (``None``): the seed makes the two
+    forms mutually exclusive (两者互斥) and requires neither; a present input must match the
+    first step's declared contract.
+
+    post: _ is None or isinstance(_, PayloadRejected) or _.contract == declared
+    post: _ is None or isinstance(_, PayloadRejected) or _.data is _given(json_payload, raw_payload)
+    post: (_ is None) == (json_payload is None and raw_payload is None)
     """
     if json_payload is not None and raw_payload is not None:
         return PayloadRejected(PayloadProblem.BOTH_GIVEN)
@@ -153,7 +159,7 @@ def admit_payload(
     elif raw_payload is not None:
         payload = raw_payload
     else:
-        return PayloadRejected(PayloadProblem.NONE_GIVEN)
+        return None
     if is_json_media_type(payload.contract.media_type):
         if not is_json_document(payload.data):
             return PayloadRejected(PayloadProblem.INVALID_JSON)
@@ -165,22 +171,19 @@ def admit_payload(
 
 
 def start_digest_for(
-    key: DefinitionKey, definition_digest: str, business_key: str, payload: SagaPayload
+    key: DefinitionKey, definition_digest: str, business_key: str, payload: SagaPayload | None
 ) -> str:
-    """The domain digest of a start: definition, business key and raw payload (S-START-09)."""
-    return digest_of(
-        (
-            "ratchet.saga.start/1",
-            key.tenant,
-            key.workflow,
-            key.version,
-            definition_digest,
-            business_key,
-            payload.contract.media_type,
-            payload.contract.schema_id,
-            payload.data,
-        )
+    """The domain digest of a start: definition, business key and raw payload (S-START-09).
+
+    No input is encoded as absent (no media type), which no present payload can equal (S-START-10).
+    """
+    given: tuple[str | bytes | None, ...] = (
+        (None, None, None)
+        if payload is None
+        else (payload.contract.media_type, payload.contract.schema_id, payload.data)
     )
+    head = ("ratchet.saga.start/1", key.tenant, key.workflow, key.version, definition_digest, business_key)
+    return digest_of((*head, *given))
 
 
 def start_saga(store: OrchestratorStore, attempt: StartAttempt) -> tuple[OrchestratorStore, StartOutcome]:

@@ -13,6 +13,7 @@ from collections.abc import Mapping
 
 import attrs
 
+from ._audit import AuditRecord, Control
 from ._catalog import (
     Catalog,
     CatalogEntry,
@@ -117,6 +118,10 @@ class OrchestratorStore:
     references: frozenset[DefinitionReference] = frozenset()
     #: Bumped by every catalog or route change; names a consistent snapshot.
     registry_revision: int = 0
+    #: Control state of instances that were ever paused (absent: active, revision 1; S-MGT-05).
+    controls: Mapping[str, Control] = attrs.field(factory=dict)
+    #: Committed management actions, in commit order (S-MGT-09).
+    audit: tuple[AuditRecord, ...] = ()
 
 
 def stage_command(store: OrchestratorStore, command: CommandEnvelope, due_ms: int) -> OrchestratorStore:

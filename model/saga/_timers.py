@@ -1,13 +1,13 @@
 """Durable timers with fencing tokens.
 
 Each dispatched command has one timeout timer. A worker *claims* a due timer and gets a
-lease with a fencing token drawn from one table-wide counter, so tokens strictly increase
-(S-TIMER-03). Renew, release and complete (the timeout transition in the orchestrator
-transaction) carry the token; they succeed only while it is the timer's current lease
-token (S-TIMER-01). A worker whose lease was taken over holds a smaller token and is
-refused with ``StaleFencingToken`` and no change (S-TIMER-02). An expired lease stays
-valid until another worker claims the timer: expiry only makes the timer claimable
-(S-TIMER-04).
+lease with a fencing token that no other claim used (S-TIMER-03; the model draws it from one
+table-wide counter, so its tokens also increase, which the rule does not require). Renew,
+release and complete (the timeout transition in the orchestrator transaction) carry the token;
+they succeed only while it is the timer's current lease token and the lease has not expired
+(S-TIMER-01). A worker that lost authority — its lease taken over, or simply run out, whether
+or not anyone claimed since — is refused with ``StaleFencingToken`` and no change (S-TIMER-02,
+S-TIMER-04; seed: 失权 worker 不能继续推进, docs/nasaga-findings.md N-04).
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ class TimerTable:
 
 
 def next_token(last_token: int) -> int:
-    """The fencing token after ``last_token`` (S-TIMER-03).
+    """The fencing token after ``last_token``: one no claim used before (S-TIMER-03).
 
     pre: last_token >= 0
     post: __return__ > last_token
@@ -58,12 +58,14 @@ def next_token(last_token: int) -> int:
     return last_token + 1
 
 
-def fence_holds(timer: Timer, token: int) -> bool:
-    """True iff ``token`` is the timer's current lease token (S-TIMER-01, S-TIMER-02).
+def fence_holds(timer: Timer, token: int, now_ms: int) -> bool:
+    """True iff ``token`` is the timer's current, unexpired lease token (S-TIMER-01, S-TIMER-04).
 
-    post: __return__ == (timer.lease is not None and timer.lease.token == token)
+    post: __return__ <= (timer.lease is not None and timer.lease.token == token)
+    post: not __return__ or (timer.lease is not None and now_ms < timer.lease.expires_ms)
     """
-    return timer.lease is not None and timer.lease.token == token
+    lease = timer.lease
+    return lease is not None and lease.token == token and now_ms < lease.expires_ms
 
 
 @attrs.frozen
@@ -106,12 +108,15 @@ def claim_timer(table: TimerTable, request: ClaimTimer) -> tuple[TimerTable, Cla
     )
 
 
-def check_fence(table: TimerTable, timer_id: str, token: int) -> Timer | NoSuchTimer | StaleFencingToken:
-    """The timer if ``token`` is its current lease token, else the typed refusal."""
+def check_fence(
+    table: TimerTable, timer_id: str, token: int, now_ms: int
+) -> Timer | NoSuchTimer | StaleFencingToken:
+    """The timer if ``token`` is its current unexpired lease token, else the typed refusal
+    (S-TIMER-02, S-TIMER-04: an expired lease lost its authority even if nobody took over)."""
     timer = table.timers.get(timer_id)
     if timer is None:
         return NoSuchTimer(timer_id)
-    if not fence_holds(timer, token):
+    if not fence_holds(timer, token, now_ms):
         current = None if timer.lease is None else timer.lease.token
         return StaleFencingToken(timer_id, token, current)
     return timer
@@ -135,11 +140,11 @@ class TimerRenewed:
 def renew_timer(
     table: TimerTable, request: RenewTimer
 ) -> tuple[TimerTable, TimerRenewed | NoSuchTimer | StaleFencingToken]:
-    """Extend the lease of the current token holder (S-TIMER-01, S-TIMER-02).
+    """Extend the lease of the current token holder (S-TIMER-01, S-TIMER-02, S-TIMER-04).
 
     post: isinstance(__return__[1], TimerRenewed) or __return__[0] == table
     """
-    fenced = check_fence(table, request.timer_id, request.token)
+    fenced = check_fence(table, request.timer_id, request.token, request.now_ms)
     if not isinstance(fenced, Timer):
         return table, fenced
     assert fenced.lease is not None  # check_fence guarantees a lease
@@ -155,6 +160,7 @@ def renew_timer(
 class ReleaseTimer:
     timer_id: str
     token: int
+    now_ms: int
 
 
 @attrs.frozen
@@ -165,11 +171,11 @@ class TimerReleased:
 def release_timer(
     table: TimerTable, request: ReleaseTimer
 ) -> tuple[TimerTable, TimerReleased | NoSuchTimer | StaleFencingToken]:
-    """Give a lease back without firing; the timer becomes claimable (S-TIMER-01).
+    """Give a lease back without firing; the timer becomes claimable (S-TIMER-01, S-TIMER-04).
 
     post: isinstance(__return__[1], TimerReleased) or __return__[0] == table
     """
-    fenced = check_fence(table, request.timer_id, request.token)
+    fenced = check_fence(table, request.timer_id, request.token, request.now_ms)
     if not isinstance(fenced, Timer):
         return table, fenced
     released = attrs.evolve(fenced, lease=None)

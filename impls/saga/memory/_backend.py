@@ -22,7 +22,15 @@ from impls.saga._backend import (
     SagaCapabilities,
     TimerRow,
 )
-from model.saga import DefinitionKey, DefinitionReference, Lifecycle, ReferenceKind, ResultKind
+from model.saga import (
+    AuditRecord,
+    Control,
+    DefinitionKey,
+    DefinitionReference,
+    Lifecycle,
+    ReferenceKind,
+    ResultKind,
+)
 
 CapKey = tuple[str, str, int, int, str, str]
 
@@ -46,6 +54,9 @@ class Tables:
     effects: list[EffectRow] = attrs.field(factory=list)
     results: dict[str, ResultOutboxRow] = attrs.field(factory=dict)
     seq: int = 0
+    controls: dict[str, Control] = attrs.field(factory=dict)
+    audit: dict[tuple[str, str], AuditRecord] = attrs.field(factory=dict)
+    audit_seq: int = 0
 
     def copy(self) -> Tables:
         return Tables(
@@ -66,6 +77,9 @@ class Tables:
             list(self.effects),
             dict(self.results),
             self.seq,
+            dict(self.controls),
+            dict(self.audit),
+            self.audit_seq,
         )
 
 
@@ -281,29 +295,65 @@ class MemoryTransaction:
         self.t.timers[timer_id] = attrs.evolve(row, lease=lease)
         return True
 
-    def renew_timer(self, timer_id: str, token: int, expires_ms: int) -> bool:
+    def _authority(self, timer_id: str, token: int, now_ms: int) -> TimerRow | None:
+        """The timer if ``token`` holds an unexpired lease on it (S-TIMER-01, S-TIMER-04)."""
         row = self._holds(timer_id, token)
+        if row is None or row.lease is None or row.lease.expires_ms <= now_ms:
+            return None
+        return row
+
+    def renew_timer(self, timer_id: str, token: int, now_ms: int, expires_ms: int) -> bool:
+        row = self._authority(timer_id, token, now_ms)
         if row is None or row.lease is None:
             return False
         self.t.timers[timer_id] = attrs.evolve(row, lease=attrs.evolve(row.lease, expires_ms=expires_ms))
         return True
 
-    def release_timer(self, timer_id: str, token: int) -> bool:
-        row = self._holds(timer_id, token)
+    def release_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
+        row = self._authority(timer_id, token, now_ms)
         if row is None or row.lease is None:
             return False
         self.t.timers[timer_id] = attrs.evolve(row, lease=None)
         return True
 
-    def complete_timer(self, timer_id: str, token: int) -> bool:
-        row = self._holds(timer_id, token)
-        if row is None or row.lease is None:
+    def complete_timer(self, timer_id: str, token: int, now_ms: int) -> bool:
+        row = self._authority(timer_id, token, now_ms)
+        if row is None:
             return False
         del self.t.timers[timer_id]
         return True
 
     def delete_timer(self, timer_id: str) -> bool:
         return self.t.timers.pop(timer_id, None) is not None
+
+    # management (S-MGT-05, S-MGT-09)
+    def load_control(self, saga_id: str, *, lock: bool = False) -> Control | None:
+        return self.t.controls.get(saga_id)
+
+    def save_control(self, saga_id: str, control: Control, expected_revision: int) -> bool:
+        current = self.t.controls.get(saga_id)
+        if (1 if current is None else current.revision) != expected_revision:
+            return False
+        self.t.controls[saga_id] = control
+        return True
+
+    def next_audit_seq(self) -> int:
+        self.t.audit_seq += 1
+        return self.t.audit_seq
+
+    def append_audit(self, record: AuditRecord) -> bool:
+        key = (record.saga_id, record.operation_id)
+        if key in self.t.audit:
+            return False
+        self.t.audit[key] = record
+        return True
+
+    def load_audit(self, saga_id: str, operation_id: str) -> AuditRecord | None:
+        return self.t.audit.get((saga_id, operation_id))
+
+    def list_audit(self, saga_id: str | None = None) -> tuple[AuditRecord, ...]:
+        chosen = (r for r in self.t.audit.values() if saga_id is None or r.saga_id == saga_id)
+        return tuple(sorted(chosen, key=lambda r: r.seq))
 
     # participant
     def claim_command(self, command_id: str) -> bool:

@@ -284,10 +284,13 @@ def test_s_def_01_s_cat_03_publications(rig: Rig) -> None:
 RAW = PayloadContract("application/octet-stream", "upload.v1")
 
 
-def test_s_start_10_exactly_one_payload(rig: Rig) -> None:
+def test_s_start_10_at_most_one_payload(rig: Rig) -> None:
     both = StartSaga(KEY, "k1", json_payload=b"{}", raw_payload=SagaPayload(b"{}", JSON_CONTRACT))
     assert rig.orch.start_saga(both, 0) == PayloadRejected(PayloadProblem.BOTH_GIVEN)
-    assert rig.orch.start_saga(StartSaga(KEY, "k1"), 0) == PayloadRejected(PayloadProblem.NONE_GIVEN)
+    # Neither given: a start without first-step input (seed 两者互斥, N-15), stored without one.
+    started = rig.orch.start_saga(StartSaga(KEY, "k1"), 0)
+    assert isinstance(started, Started)
+    assert rig.orch.instance(started.saga_id).first_payload is None
 
 
 def test_s_start_11_schema_declared_raw_input_is_admitted_and_kept(rig: Rig) -> None:

@@ -142,6 +142,20 @@ def test_stale_timer_token_is_refused(rig: Rig) -> None:
     assert isinstance(rig.orch.renew_timer(timer.timer_id, second.token, 10_060, 50), TimerRenewed)
 
 
+def test_an_expired_lease_lost_authority_without_a_takeover(rig: Rig) -> None:
+    """S-TIMER-04 (N-04): w1's lease ran out, nobody claimed since; w1 can no longer renew,
+    release or fire, the timer is unchanged and claimable again."""
+    rig.start()
+    (timer,) = rig.orch.due_timers(10_000)
+    held = rig.orch.claim_timer(timer.timer_id, "w1", 10_000, 50)
+    assert isinstance(held, TimerClaimed)
+    lost = StaleFencingToken(timer.timer_id, held.token, held.token)
+    assert rig.orch.renew_timer(timer.timer_id, held.token, 10_050, 50) == lost
+    assert rig.orch.release_timer(timer.timer_id, held.token, 10_050) == lost
+    assert rig.orch.fire_timer(timer.timer_id, held.token, 10_050) == lost
+    assert isinstance(rig.orch.claim_timer(timer.timer_id, "w2", 10_050, 50), TimerClaimed)
+
+
 def test_rolled_back_start_leaves_nothing(open_backend: Callable[[str], SagaBackend]) -> None:
     """S-START-08, S-TX-01: a start that fails before COMMIT, or whose host revokes it, writes nothing."""
 

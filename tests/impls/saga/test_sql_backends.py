@@ -459,8 +459,12 @@ def test_guarded_update_with_an_unchanged_value_still_counts(
     _commit(backend, lambda tx: tx.insert_timer(_timer("t1")))
     token = _commit(backend, lambda tx: tx.allocate_fencing_token())
     assert _commit(backend, lambda tx: tx.lease_timer("t1", None, LeaseRow("w1", token, 50)))
-    assert _commit(backend, lambda tx: tx.renew_timer("t1", token, 50)) is True
-    assert _commit(backend, lambda tx: tx.renew_timer("t1", token + 1, 60)) is False
+    assert _commit(backend, lambda tx: tx.renew_timer("t1", token, 10, 50)) is True
+    assert _commit(backend, lambda tx: tx.renew_timer("t1", token + 1, 10, 60)) is False
+    # S-TIMER-04: the lease ran out at 50; the holder lost its authority, nobody took over.
+    assert _commit(backend, lambda tx: tx.renew_timer("t1", token, 50, 90)) is False
+    assert _commit(backend, lambda tx: tx.release_timer("t1", token, 50)) is False
+    assert _commit(backend, lambda tx: tx.complete_timer("t1", token, 50)) is False
 
 
 @pytest.mark.parametrize("loss", list(CommitLoss))

@@ -182,7 +182,6 @@ def refusal_cases(
             ORCHESTRATOR,
             RefusalReason.PAYLOAD_CONTRACT_MISMATCH,
         ),
-        (attrs.evolve(command, payload=None), ORCHESTRATOR, RefusalReason.PAYLOAD_CONTRACT_MISMATCH),
         (
             attrs.evolve(command, payload=SagaPayload(b"{oops", JSON_CONTRACT)),
             ORCHESTRATOR,
@@ -210,6 +209,20 @@ def test_s_part_05_payload_only_on_first_step_execute() -> None:
     assert after is svc_b
     _, accepted = deliver(svc_b, later)
     assert isinstance(accepted, CommandProcessed)
+
+
+def test_s_part_05_a_first_execute_without_input_is_accepted_a_present_one_still_checked() -> None:
+    """A start without first-step input sends none (S-START-10, N-15); a present body is still
+    held to the declared contract."""
+    store, saga_id = started(store_with(ART), ART.key)
+    first = make_command(store.instances[saga_id], ART, Phase.EXECUTE, 0, 1)
+    owner = participants(store)[first.owner]
+    _, accepted = deliver(owner, attrs.evolve(first, payload=None))
+    assert isinstance(accepted, CommandProcessed)
+    wrong = attrs.evolve(first, payload=SagaPayload(b"{}", PayloadContract("application/json", "other")))
+    after, refused = deliver(owner, wrong)
+    assert refused == MessageRefused(first.command_id, RefusalReason.PAYLOAD_CONTRACT_MISMATCH)
+    assert after is owner
 
 
 def resolve_after_unknown() -> tuple[Driver, CommandEnvelope]:

@@ -24,7 +24,7 @@ from hypothesis.stateful import (
 )
 
 from model.saga import (
-    TERMINAL_STATUSES,
+    SETTLED_STATUSES,
     AlreadyExists,
     ChangeLifecycle,
     ClaimTimer,
@@ -59,6 +59,7 @@ from model.saga import (
     change_lifecycle,
     claim_timer,
     effect_id_for,
+    fence_holds,
     fire_timer,
     handle_command,
     handle_result,
@@ -300,14 +301,16 @@ class SagaSystem(RuleBasedStateMachine):
 
     def fenced(self, timer_id: str, token: int, op: str, fate: CommitFate) -> None:
         before = self.store
-        current = timer_id in before.timers.timers and self.granted.get(timer_id) == token
+        timer = before.timers.timers.get(timer_id)
+        granted = self.granted.get(timer_id) == token
+        current = timer is not None and granted and fence_holds(timer, token, self.now)
         outcome: object
         if op == "fire":
             self.store, outcome = fire_timer(before, FireTimer(timer_id, token, self.now, fate))
         elif op == "renew":
             self.store, outcome = renew_timer(before, RenewTimer(timer_id, token, self.now, 1_000))
         else:
-            self.store, outcome = release_timer(before, ReleaseTimer(timer_id, token))
+            self.store, outcome = release_timer(before, ReleaseTimer(timer_id, token, self.now))
             if isinstance(outcome, TimerReleased):
                 del self.granted[timer_id]
         if current:
@@ -388,7 +391,7 @@ class SagaSystem(RuleBasedStateMachine):
     @invariant()
     def waiting_instances_have_a_timer_and_terminal_ones_wait_for_nothing(self) -> None:
         for instance in self.store.instances.values():
-            if instance.status in TERMINAL_STATUSES:
+            if instance.status in SETTLED_STATUSES:
                 assert instance.awaiting is None
             else:
                 assert instance.awaiting is not None
@@ -415,7 +418,7 @@ class SagaSystem(RuleBasedStateMachine):
                 self.deliver(self.commands.pop(0), Decision.SUCCEED, CommitFate.COMMITTED)
             while self.results:
                 self.answer(self.results.pop(0), CommitFate.COMMITTED)
-            if all(i.status in TERMINAL_STATUSES for i in self.store.instances.values()):
+            if all(i.status in SETTLED_STATUSES for i in self.store.instances.values()):
                 return
             if not pending_commands(self.store):
                 timers = self.store.timers.timers.values()
@@ -438,11 +441,11 @@ class SagaSystem(RuleBasedStateMachine):
         self.each_effect_takes_effect_at_most_once()
         self.orchestrator_and_participants_agree()
         for instance in self.store.instances.values():
-            assert instance.status in TERMINAL_STATUSES, instance
+            assert instance.status in SETTLED_STATUSES, instance
             REACHED[instance.status.value] += 1
         # a replay after the end still gets the committed verdict
         for saga_id, instance in self.store.instances.items():
-            payload = instance.first_payload.data
+            payload = None if instance.first_payload is None else instance.first_payload.data
             request = StartSaga(instance.definition, instance.business_key, json_payload=payload)
             _, replay = start_saga(self.store, StartAttempt(request, self.now))
             assert isinstance(replay, AlreadyExists) and replay.saga_id == saga_id

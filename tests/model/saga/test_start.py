@@ -237,21 +237,31 @@ def test_s_start_09_start_digest_covers_every_input() -> None:
     assert reference not in variants and len(set(variants)) == len(variants)
 
 
-@pytest.mark.parametrize(
-    ("json_payload", "raw", "problem"),
-    [
-        (b"{}", SagaPayload(b"{}", JSON_CONTRACT), PayloadProblem.BOTH_GIVEN),
-        (None, None, PayloadProblem.NONE_GIVEN),
-    ],
-)
-def test_s_start_10_exactly_one_payload(
-    json_payload: bytes | None, raw: SagaPayload | None, problem: PayloadProblem
-) -> None:
+def test_s_start_10_at_most_one_payload() -> None:
     store = base()
-    request = StartSaga(KEY, "order-1", json_payload=json_payload, raw_payload=raw)
+    request = StartSaga(KEY, "order-1", json_payload=b"{}", raw_payload=SagaPayload(b"{}", JSON_CONTRACT))
     after, outcome = start_saga(store, StartAttempt(request, now_ms=0))
-    assert outcome == PayloadRejected(problem)
+    assert outcome == PayloadRejected(PayloadProblem.BOTH_GIVEN)
     assert after is store
+
+
+def test_s_start_10_a_start_without_input_is_admitted_and_its_command_carries_none() -> None:
+    """Seed: 两者互斥 — exclusive, neither required (docs/nasaga-findings.md N-15)."""
+    store, outcome = start_saga(base(), StartAttempt(StartSaga(KEY, "order-1"), now_ms=0))
+    assert isinstance(outcome, Started)
+    assert store.instances[outcome.saga_id].first_payload is None
+    (command,) = pending_commands(store)
+    assert command.payload is None
+    # The absence is part of the digest: a replay without input is the same start, one with
+    # an (empty) input another.
+    _, replay = start_saga(store, StartAttempt(StartSaga(KEY, "order-1"), now_ms=1))
+    assert replay == AlreadyExists(outcome.saga_id, outcome.start_digest)
+    _, other = start(store, KEY, payload=b"{}")
+    assert isinstance(other, StartConflict)
+    digest = store.instances[outcome.saga_id].definition_digest
+    assert start_digest_for(KEY, digest, "order-1", None) != start_digest_for(
+        KEY, digest, "order-1", SagaPayload(b"", JSON_CONTRACT)
+    )
 
 
 def test_s_start_11_json_is_validated_and_kept_byte_for_byte() -> None:

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from model.saga import (
     JSON_CONTRACT,
     SAGA_TRANSITIONS,
+    SETTLED_STATUSES,
     STEP_TRANSITIONS,
     TERMINAL_STATUSES,
     AttemptTimedOut,
@@ -187,7 +188,7 @@ def test_s_step_07_terminal_statuses_are_exactly_three_and_absorbing() -> None:
     assert {
         SagaStatus.COMPLETED,
         SagaStatus.COMPENSATED,
-        SagaStatus.AWAITING_MANUAL_INTERVENTION,
+        SagaStatus.MANUALLY_CLOSED,
     } == TERMINAL_STATUSES
     assert {s for s, nxt in SAGA_TRANSITIONS.items() if s is not None and not nxt} == TERMINAL_STATUSES
     driver, saga_id = run(ART, always(Decision.SUCCEED))
@@ -301,7 +302,8 @@ def test_s_step_07_timeouts_alone_end_every_saga_in_a_terminal_state(
         result = react(instance, art, AttemptTimedOut(instance.awaiting.command_id))
         assert isinstance(result, Reaction)
         instance = result.instance
-    assert instance.status in TERMINAL_STATUSES and instance.awaiting is None
+    # Settled: terminal, or awaiting manual intervention, which only management leaves (S-STEP-07).
+    assert instance.status in SETTLED_STATUSES and instance.awaiting is None
 
 
 def test_s_step_08_plan_is_sound_on_every_shape_up_to_three_steps() -> None:

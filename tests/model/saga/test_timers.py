@@ -61,7 +61,7 @@ def test_s_timer_01_the_holder_renews_releases_and_fires_with_its_token() -> Non
     store, held = claim(store, timer_id, "w1", TIMEOUT)
     store, renewed = renew_timer(store, RenewTimer(timer_id, held.token, TIMEOUT + 50, 100))
     assert renewed == TimerRenewed(timer_id, held.token, TIMEOUT + 150)
-    store, released = release_timer(store, ReleaseTimer(timer_id, held.token))
+    store, released = release_timer(store, ReleaseTimer(timer_id, held.token, TIMEOUT + 50))
     assert released == TimerReleased(timer_id) and store.timers.timers[timer_id].lease is None
     store, again = claim(store, timer_id, "w1", TIMEOUT + 60)
     store, fired = fire_timer(store, FireTimer(timer_id, again.token, TIMEOUT + 60))
@@ -75,7 +75,7 @@ def test_s_timer_02_a_worker_whose_lease_was_taken_over_changes_nothing() -> Non
     assert new.token > old.token
     for request in (
         RenewTimer(timer_id, old.token, TIMEOUT + 100, 100),
-        ReleaseTimer(timer_id, old.token),
+        ReleaseTimer(timer_id, old.token, TIMEOUT + 100),
         FireTimer(timer_id, old.token, TIMEOUT + 100),
     ):
         op = {RenewTimer: renew_timer, ReleaseTimer: release_timer, FireTimer: fire_timer}[type(request)]
@@ -92,7 +92,8 @@ def test_s_timer_02_unclaimed_or_removed_timers_refuse_fenced_operations() -> No
     assert missing == NoSuchTimer("tmr-none") and after is store
 
 
-def test_s_timer_03_tokens_strictly_increase_across_timers_and_removals() -> None:
+def test_s_timer_03_no_claim_reuses_a_token_across_timers_and_removals() -> None:
+    """S-TIMER-03 asks for unique tokens; the model's counter also makes them increase."""
     store, timer_id = one_timer()
     tokens = []
     now = TIMEOUT
@@ -114,9 +115,20 @@ def test_s_timer_04_claimable_only_when_due_and_not_under_a_live_lease() -> None
     store, held = claim(store, timer_id, "w1", TIMEOUT, lease=100)
     after, busy = claim_timer(store, ClaimTimer(timer_id, "w2", TIMEOUT + 99, 100))
     assert busy == TimerLeased(timer_id, TIMEOUT + 100) and after is store
-    # expired but not taken over: the holder's token still holds
-    store, renewed = renew_timer(store, RenewTimer(timer_id, held.token, TIMEOUT + 500, 100))
-    assert isinstance(renewed, TimerRenewed)
+    # expired, not taken over: the holder lost its authority all the same (seed: 失权 worker 不能继续推进;
+    # nasaga fences on claimed_until > now, docs/nasaga-findings.md N-04)
+    lost = StaleFencingToken(timer_id, held.token, held.token)
+    late = TIMEOUT + 100
+    for request in (
+        RenewTimer(timer_id, held.token, late, 100),
+        ReleaseTimer(timer_id, held.token, late),
+        FireTimer(timer_id, held.token, late),
+    ):
+        op = {RenewTimer: renew_timer, ReleaseTimer: release_timer, FireTimer: fire_timer}[type(request)]
+        after, outcome = op(store, request)  # type: ignore[operator]
+        assert outcome == lost and after is store
+    store, again = claim(store, timer_id, "w1", late)  # claimable, a new token
+    assert again.token != held.token
 
 
 def test_s_timer_05_firing_and_the_timeout_transition_commit_together() -> None:
@@ -186,12 +198,12 @@ class FencingMachine(RuleBasedStateMachine):
         timer_id, token = data.draw(st.sampled_from(self.held))
         before = self.store
         timer = before.timers.timers.get(timer_id)
-        valid = timer is not None and fence_holds(timer, token)
+        valid = timer is not None and fence_holds(timer, token, self.now)
         outcome: object
         if op == "renew":
             self.store, outcome = renew_timer(before, RenewTimer(timer_id, token, self.now, 100))
         elif op == "release":
-            self.store, outcome = release_timer(before, ReleaseTimer(timer_id, token))
+            self.store, outcome = release_timer(before, ReleaseTimer(timer_id, token, self.now))
         else:
             self.store, outcome = fire_timer(before, FireTimer(timer_id, token, self.now, fate))
         if not valid:
