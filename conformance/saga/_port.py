@@ -62,6 +62,12 @@ class RuntimeCapabilities:
     #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``
     #: (S-OBS-*). Off unless a runtime says so: one that shows none is judged on the rest.
     metrics: bool = False
+    #: The runtime's host process can be killed (SIGKILL) at a crash point inside a unit and a
+    #: fresh one resumed from the database (``_host_faults``, issue 20). Off unless a runtime says so.
+    host_crash: bool = False
+    #: Two host processes of the runtime can race the same durable timers on one namespace
+    #: (``_host_faults.race_timers``, issue 20). Off unless a runtime says so.
+    timer_race: bool = False
 
     def missing(self) -> tuple[str, ...]:
         """The capabilities this runtime lacks, by name (the coverage gate reads them)."""

@@ -172,6 +172,11 @@ class FaultProxy:
             hits, self._armed, self._hits = tuple(self._hits), None, []
         return hits
 
+    def met(self) -> tuple[Hit, ...]:
+        """What was hit since ``arm``, still armed (``disarm`` ends it)."""
+        with self._lock:
+            return tuple(self._hits)
+
     def partition(self, on: bool) -> None:
         """Reset every connection and refuse new ones (``True``), or heal (``False``)."""
         with self._lock:
@@ -215,6 +220,15 @@ class FaultProxy:
             link.close()
 
     async def _requests(self, link: _Link, reader: asyncio.StreamReader) -> None:
+        # Whatever ends this side (end of stream, or a reset when a killed client's socket closes
+        # with unread data) ends the link: the server must see its client go, or a session idle
+        # in its transaction outlives a killed client and holds its locks.
+        try:
+            await self._forward_requests(link, reader)
+        finally:
+            link.close()
+
+    async def _forward_requests(self, link: _Link, reader: asyncio.StreamReader) -> None:
         while data := await reader.read(65536):
             if self._partitioned or link.closed:
                 link.reset()
@@ -231,9 +245,14 @@ class FaultProxy:
                     asyncio.get_running_loop().call_later(self.stall_s, link.reset)
             link.server.write(data)
             await link.server.drain()
-        link.close()
 
     async def _answers(self, link: _Link, reader: asyncio.StreamReader) -> None:
+        try:
+            await self._forward_answers(link, reader)
+        finally:
+            link.close()
+
+    async def _forward_answers(self, link: _Link, reader: asyncio.StreamReader) -> None:
         while data := await reader.read(65536):
             if link.closed:
                 return
@@ -245,4 +264,3 @@ class FaultProxy:
             link.awaiting = False
             link.client.write(data)
             await link.client.drain()
-        link.close()

@@ -52,6 +52,9 @@ pub const OPS: &[&str] = &[
     "read_inbox",
     "read_gates",
     "read_effects",
+    // crash points (src/faults.rs)
+    "arm_crash_point",
+    "disarm_crash_point",
 ];
 
 impl<E: Engine> Host<E> {
@@ -98,6 +101,9 @@ impl<E: Engine> Host<E> {
             "read_inbox" => self.read_inbox(args).await,
             "read_gates" => self.read_gates(args).await,
             "read_effects" => self.read_effects(args).await,
+            // crash points (src/faults.rs)
+            "arm_crash_point" => crate::faults::arm(args),
+            "disarm_crash_point" => Ok(crate::faults::disarm()),
             other => Err(HostError::new(
                 "host.unknown_op",
                 format!("unknown op {other:?}; known: {}", OPS.join(", ")),
