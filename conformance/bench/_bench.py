@@ -45,6 +45,7 @@ from conformance.bench._saga_floor import SagaFloor
 from conformance.bench._saga_throughput import SAGA_SUITE, SagaThroughput
 from conformance.bench._throughput import Throughput
 from conformance.bench._transport_bench import STREAM_BACKENDS, TransportRate, run_transport
+from conformance.bench._wire_cost import WireUnitCost
 from conformance.bench._workload import SHORT_IDS, membership, new_namespace, opened
 from impls.api import SystemClock
 from impls.commit import MessageCommitter
@@ -87,6 +88,7 @@ class BenchReport:
     saga_costs: tuple[SagaUnitCost, ...] = ()
     saga_rates: tuple[SagaUnitRate, ...] = ()
     saga_floors: tuple[SagaFloor, ...] = ()
+    saga_wire_costs: tuple[WireUnitCost, ...] = ()
     transport_rates: tuple[TransportRate, ...] = ()
 
     @property
@@ -311,6 +313,7 @@ def run_bench(options: BenchOptions, progress: Progress | None = None) -> BenchR
         saga_costs=saga.costs,
         saga_rates=saga.rates,
         saga_floors=saga.floors,
+        saga_wire_costs=saga.wire_costs,
         transport_rates=transport,
     )
     return attrs.evolve(report, targets=targets(report), elapsed_s=time.perf_counter() - started)

@@ -31,6 +31,7 @@ from conformance.bench._saga_cost import (
 from conformance.bench._saga_floor import SagaFloor, SagaFloorProbe, SqlFloor, open_sql_floor, sync_timed_loop
 from conformance.bench._saga_throughput import SagaThroughput, saga_factory
 from conformance.bench._saga_workload import command_for, opened, participant, ready_orchestrator
+from conformance.bench._wire_cost import WireUnitCost, measure_wire
 from conformance.bench._workload import new_namespace
 
 if TYPE_CHECKING:
@@ -59,6 +60,7 @@ class SagaSections:
     costs: tuple[SagaUnitCost, ...] = ()
     rates: tuple[SagaUnitRate, ...] = ()
     floors: tuple[SagaFloor, ...] = ()
+    wire_costs: tuple[WireUnitCost, ...] = ()  # nasaga beside Ratchet on PostgreSQL (_wire_cost)
     servers: dict[str, str] = attrs.field(factory=dict)
     unavailable: dict[str, str] = attrs.field(factory=dict)
     errors: dict[str, str] = attrs.field(factory=dict)
@@ -192,6 +194,10 @@ def run_saga(options: BenchOptions, specs: list[SagaBackendSpec], progress: Prog
     costs: list[SagaUnitCost] = []
     rates: list[SagaUnitRate] = []
     floors: list[SagaFloor] = []
+    wire: list[WireUnitCost] = []
+    # A runtime under test (nasaga) is counted at the wire, and so is Ratchet's runtime on the
+    # same PostgreSQL, by the same method in the same run (``_wire_cost``).
+    at_wire = any(s.role == "runtime" for s in specs)
 
     def guarded(section: str, spec: SagaBackendSpec, body: Callable[[], T]) -> T | None:
         return guard(errors, say, section, spec.name, body)
@@ -216,6 +222,15 @@ def run_saga(options: BenchOptions, specs: list[SagaBackendSpec], progress: Prog
         measured = guarded("saga-throughput", spec, partial(measure_throughput, spec))
         if measured is not None:
             throughput.append(measured)
+        if at_wire and spec.service == "postgres":
+            counted = guarded(
+                "saga-wire-cost",
+                spec,
+                partial(measure_wire, spec, options.cost_repeats, options.rate_seconds),
+            )
+            wire.extend(counted or ())
+        if spec.role == "runtime":
+            continue  # no SagaBackend port: sections 6 and 7 measure Ratchet's runtime over one
         cost = guarded("saga-cost", spec, partial(measure_cost, spec, options.cost_repeats))
         if cost is None:
             continue
@@ -232,6 +247,7 @@ def run_saga(options: BenchOptions, specs: list[SagaBackendSpec], progress: Prog
         costs=tuple(costs),
         rates=tuple(rates),
         floors=tuple(floors),
+        wire_costs=tuple(wire),
         servers=servers,
         unavailable=unavailable,
         errors=errors,

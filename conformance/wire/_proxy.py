@@ -30,6 +30,7 @@ connection, as the driver sees it) until ``partition(False)`` heals it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import enum
 import itertools
@@ -124,6 +125,8 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
         self.address: tuple[str, int] | None = None
         self.connections = 0  # accepted so far (figures, tests)
+        #: Payload requests forwarded so far, by label (one per round trip: the bench's count).
+        self.requests: collections.Counter[str] = collections.Counter()
 
     # --- lifetime ---------------------------------------------------------------------------
 
@@ -236,6 +239,8 @@ class FaultProxy:
             if not link.awaiting:
                 label = self._classify(data, link.notes)
                 action = None if label is None else self._take(label, link)
+                if label is not None:
+                    self.requests[label] += 1
                 link.awaiting = True
                 link.fate = action
                 if action is WireAction.RESET_BEFORE:
