@@ -42,7 +42,12 @@ from conformance.saga._nasaga_terms import nasaga_definition
 from impls.nasaga import Engine, NasagaHost, NasagaHostError, TimerClaim
 
 T = TypeVar("T")
-LEASE_MS = 5_000
+#: Every race runs at the same harness times: a probe started at ``START_MS``, its timer due one
+#: step timeout (100 ms) later, a takeover ``LEASE_MS`` after that. The follow-up timers earlier
+#: probes left (their cancel/resolve timeouts, due a step timeout after their fire or later) are
+#: never due then, so each race meets its own probe's timer only and costs the same as the first.
+START_MS = 10_000_000
+LEASE_MS = 40
 STEP = 0  # the probe's first step (its timer is the one raced)
 
 
@@ -50,7 +55,6 @@ STEP = 0  # the probe's first step (its timer is the one raced)
 class RaceWorld:
     hosts: tuple[NasagaHost, NasagaHost]
     namespace: str
-    clock: int = 10_000_000
     probes: itertools.count[int] = attrs.field(factory=itertools.count)
 
 
@@ -136,7 +140,7 @@ def _race(world: RaceWorld, same_owner: bool, takeover: bool) -> RaceReport:
     first, second = world.hosts
     ns = world.namespace
     saga_id = f"probe-{next(world.probes)}"
-    start = world.clock
+    start = START_MS
     first.start_saga(
         ns,
         saga_id=saga_id,
@@ -178,7 +182,6 @@ def _race(world: RaceWorld, same_owner: bool, takeover: bool) -> RaceReport:
         spent.append((loser, claims[loser]))
         claims = (retaken, claims[1]) if loser == 0 else (claims[0], retaken)
     fires = _fire_all(world, claims, now)
-    world.clock = now + 10 * LEASE_MS
     _check(world, saga_id, probe[0], fires, takeover, winner)
     for index, claim in [*enumerate(claims), *spent]:
         world.hosts[index].call("drop_claim", namespace=ns, claim=claim.claim)
