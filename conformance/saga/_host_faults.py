@@ -54,10 +54,13 @@ class _Switch(Protocol):
 #: A kill costs a fresh host and a re-attached namespace (~1-2 s, DDL checks included): bounded per
 #: example so the ci profile stays cheap; the coverage targets need one kill of each kind per run.
 KILLS_PER_EXAMPLE = 2
+#: A race is a start, two claims and the fires on two more hosts (~0.2 s): bounded per example too.
+RACES_PER_EXAMPLE = 2
 
 
 class HostFaultRules(SagaMachine):
     kills = 0
+    races = 0
 
     def _crash(self, point: str, at: int) -> None:
         runtime: Crashable = self.runtime  # type: ignore[assignment]
@@ -94,8 +97,9 @@ class HostFaultRules(SagaMachine):
     def race_timers(self, same_owner: bool, takeover: bool) -> None:
         """Two host processes race one due timer (``_nasaga_race``: exclusive leases, one fire,
         a stale holder refused after a takeover; S-TIMER-02 as decided in N-04)."""
-        if not self._allows(TIMER_RACE):
+        if not self._allows(TIMER_RACE) or self.races >= RACES_PER_EXAMPLE:
             return
+        self.races += 1
         racing: Racing = self.runtime  # type: ignore[assignment]
         report = racing.race_timers(same_owner, takeover)
         self.context.inject(TIMER_RACE.name)
