@@ -51,11 +51,14 @@ class _Switch(Protocol):
     def arm(self, point: str, at: int) -> None: ...
 
 
-#: A kill costs a fresh host and a re-attached namespace (~1-2 s, DDL checks included): bounded per
-#: example so the ci profile stays cheap; the coverage targets need one kill of each kind per run.
-KILLS_PER_EXAMPLE = 2
-#: A race is a start, two claims and the fires on two more hosts (~0.2 s): bounded per example too.
-RACES_PER_EXAMPLE = 2
+#: A kill costs a fresh host and a re-attached namespace (~1-2 s: nasaga's schema checks run
+#: again): at most one per example, and only when the program draws it (``kill``, one in four),
+#: so the ci profile stays cheap; the coverage targets need one kill of each kind per run. Both
+#: bounds are per example and drawn, so a replay runs the same program.
+KILLS_PER_EXAMPLE = 1
+#: A race is a start, two claims and the fires on two more hosts (~0.2-0.5 s): bounded the same way.
+RACES_PER_EXAMPLE = 1
+rarely = st.sampled_from([True, False, False, False])
 
 
 class HostFaultRules(SagaMachine):
@@ -78,11 +81,12 @@ class HostFaultRules(SagaMachine):
         at=st.integers(1, 4),
         index=indexes,
         decision=decisions,
+        kill=rarely,
     )
     @step
-    def crash_host(self, unit: str, at: int, index: int, decision: str) -> None:
+    def crash_host(self, unit: str, at: int, index: int, decision: str, kill: bool = True) -> None:
         """Kill the host inside one unit (issue 20 item 4); judge what the fresh host shows."""
-        if not self._allows(HOST_CRASH) or self.kills >= KILLS_PER_EXAMPLE:
+        if not kill or not self._allows(HOST_CRASH) or self.kills >= KILLS_PER_EXAMPLE:
             return
         if unit == "command":
             self._crash_command(index, decision)
@@ -92,12 +96,12 @@ class HostFaultRules(SagaMachine):
             self._crash_start(index, at)
 
     @precondition(lambda self: self.caps.timer_race)
-    @rule(same_owner=st.booleans(), takeover=st.booleans())
+    @rule(same_owner=st.booleans(), takeover=st.booleans(), race=rarely)
     @step
-    def race_timers(self, same_owner: bool, takeover: bool) -> None:
+    def race_timers(self, same_owner: bool, takeover: bool, race: bool = True) -> None:
         """Two host processes race one due timer (``_nasaga_race``: exclusive leases, one fire,
         a stale holder refused after a takeover; S-TIMER-02 as decided in N-04)."""
-        if not self._allows(TIMER_RACE) or self.races >= RACES_PER_EXAMPLE:
+        if not race or not self._allows(TIMER_RACE) or self.races >= RACES_PER_EXAMPLE:
             return
         self.races += 1
         racing: Racing = self.runtime  # type: ignore[assignment]
