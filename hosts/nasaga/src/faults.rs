@@ -45,10 +45,7 @@ static ARMED: Mutex<Option<Armed>> = Mutex::new(None);
 pub fn arm(args: &Args<'_>) -> anyhow::Result<Value> {
     let point = args.str("point")?;
     if !POINTS.contains(&point) {
-        return Err(bad(format!(
-            "`point` must be one of {}",
-            POINTS.join(", ")
-        )));
+        return Err(bad(format!("`point` must be one of {}", POINTS.join(", "))));
     }
     let at = args.u32_or("at", 1)?;
     if at == 0 {
@@ -97,7 +94,9 @@ pub fn reached(point: &str) {
         eprintln!("nasaga-host: crash point {point}: cannot signal {path:?}: {error}");
         std::process::exit(3);
     }
-    eprintln!("nasaga-host: stopped at crash point {point} (arrival {arrival}), waiting for SIGKILL");
+    eprintln!(
+        "nasaga-host: stopped at crash point {point} (arrival {arrival}), waiting for SIGKILL"
+    );
     let parent = std::os::unix::process::parent_id();
     let since = Instant::now();
     loop {
