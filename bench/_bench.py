@@ -46,6 +46,7 @@ from bench._saga_throughput import SAGA_SUITE, SagaThroughput
 from bench._section import Progress, Section, SectionOutcome, merge, unavailable
 from bench._throughput import Throughput
 from bench._transport_bench import STREAM_BACKENDS, TRANSPORT_SECTION, TRANSPORT_SUITE, TransportRate
+from bench._wire_cost import WireUnitCost
 from bench._workload import SHORT_IDS, membership, new_namespace, opened
 from conformance.backends import COMMIT_BACKENDS, SAGA_BACKENDS, BackendSpec, SagaBackendSpec
 from impls.api import SystemClock
@@ -87,6 +88,7 @@ class BenchReport:
     saga_costs: tuple[SagaUnitCost, ...] = ()
     saga_rates: tuple[SagaUnitRate, ...] = ()
     saga_floors: tuple[SagaFloor, ...] = ()
+    saga_wire_costs: tuple[WireUnitCost, ...] = ()
     transport_rates: tuple[TransportRate, ...] = ()
 
     @property
@@ -123,6 +125,7 @@ FIGURE_FIELDS = (
     "saga_costs",
     "saga_rates",
     "saga_floors",
+    "saga_wire_costs",
     "transport_rates",
 )
 

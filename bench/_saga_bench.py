@@ -31,6 +31,7 @@ from bench._saga_floor import SagaFloor, SagaFloorProbe, SqlFloor, open_sql_floo
 from bench._saga_throughput import SAGA_SUITE, SagaThroughput, saga_factory
 from bench._saga_workload import command_for, opened, participant, ready_orchestrator
 from bench._section import Progress, Section, SectionOutcome, unavailable
+from bench._wire_cost import WireUnitCost, measure_wire
 from bench._workload import new_namespace
 from conformance.backends import SAGA_BACKENDS, SagaBackendSpec
 
@@ -171,6 +172,10 @@ def run_saga(options: BenchOptions, progress: Progress) -> SectionOutcome:
     costs: list[SagaUnitCost] = []
     rates: list[SagaUnitRate] = []
     floors: list[SagaFloor] = []
+    wire: list[WireUnitCost] = []
+    # A runtime under test (nasaga) is counted at the wire, and so is Ratchet's runtime on the
+    # same PostgreSQL, by the same method in the same run (``_wire_cost``).
+    at_wire = any(s.role == "runtime" for s in specs)
 
     def guarded(section: str, spec: SagaBackendSpec, body: Callable[[], T]) -> T | None:
         return guard(errors, say, section, spec.name, body)
@@ -195,6 +200,15 @@ def run_saga(options: BenchOptions, progress: Progress) -> SectionOutcome:
         measured = guarded("saga-throughput", spec, partial(measure_throughput, spec))
         if measured is not None:
             throughput.append(measured)
+        if at_wire and spec.service == "postgres":
+            counted = guarded(
+                "saga-wire-cost",
+                spec,
+                partial(measure_wire, spec, options.cost_repeats, options.rate_seconds),
+            )
+            wire.extend(counted or ())
+        if spec.role == "runtime":
+            continue  # no SagaBackend port: sections 6 and 7 measure Ratchet's runtime over one
         cost = guarded("saga-cost", spec, partial(measure_cost, spec, options.cost_repeats))
         if cost is None:
             continue
@@ -211,6 +225,7 @@ def run_saga(options: BenchOptions, progress: Progress) -> SectionOutcome:
         "saga_costs": tuple(costs),
         "saga_rates": tuple(rates),
         "saga_floors": tuple(floors),
+        "saga_wire_costs": tuple(wire),  # nasaga beside Ratchet on PostgreSQL (_wire_cost)
     }
     return SectionOutcome(figures, servers, unavailable_, errors)
 

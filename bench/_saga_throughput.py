@@ -73,9 +73,13 @@ def run_once(
     spec: SagaBackendSpec, *, examples: int | None, steps: int | None, seed: int
 ) -> SagaThroughputRun:
     meters = SagaMeters()
-    result, detail = bench_run(
-        SAGA_SUITE, metered_saga_backend(spec, meters), examples=examples, steps=steps, seed=seed
+    backend = (
+        # A runtime that brings its own storage (the nasaga host) has no SagaBackend port to meter.
+        BackendUnderTest(spec.name, "saga", {"runtime": spec.factory}, spec.service)
+        if spec.role == "runtime"
+        else metered_saga_backend(spec, meters)
     )
+    result, detail = bench_run(SAGA_SUITE, backend, examples=examples, steps=steps, seed=seed)
     return SagaThroughputRun(
         steps=result.stats.steps,
         examples=result.stats.examples,

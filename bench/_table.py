@@ -272,6 +272,23 @@ def _saga_sections(report: BenchReport, sizes: str) -> list[str]:
                 ["backend", "server", "probe", "SQL/tx", "tx/s", "CPU us/tx"], rows, right=(3, 4, 5)
             )
         ]
+    if report.saga_wire_costs:
+        out += [
+            "",
+            "8. Saga units at the wire, same PostgreSQL, same run: round trips per unit counted by the"
+            " fault proxy (every request, BEGIN/COMMIT included)",
+        ]
+        rows = [
+            [
+                c.backend,
+                c.unit,
+                _maybe(c.round_trips),
+                "-" if c.units_per_second is None else c.units_per_second.show(),
+                " ".join(f"{label}:{n:g}" for label, n in c.by_label.items()),
+            ]
+            for c in report.saga_wire_costs
+        ]
+        out += table(["backend", "unit", "round trips", "units/s", "by first word"], rows, right=(2, 3))
     out.append("   (no target is set for sagas: these figures are reported, not checked)")
     return out
 

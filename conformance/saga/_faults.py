@@ -43,6 +43,22 @@ STALE_GENERATION = register_fault_kind(
     )
 )
 
+HOST_CRASH = register_fault_kind(
+    FaultKind(
+        "host-crash",
+        "the runtime's host killed (SIGKILL) inside a unit, before COMMIT; a fresh host resumed",
+        requires="runtime:host_crash",
+    )
+)
+
+TIMER_RACE = register_fault_kind(
+    FaultKind(
+        "timer-race",
+        "two host processes claim and fire the same due timers at one harness time, with a takeover",
+        requires="runtime:timer_race",
+    )
+)
+
 SAGA_FAULTS = (
     COMMIT_ROLLED_BACK,
     COMMIT_UNKNOWN,
@@ -55,4 +71,6 @@ SAGA_FAULTS = (
     RELAY_CRASH,
     LIFECYCLE_RACE,
     STALE_GENERATION,
+    HOST_CRASH,
+    TIMER_RACE,
 )

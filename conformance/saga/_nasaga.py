@@ -29,8 +29,10 @@ from typing import Any
 from conformance._machine import SuiteStats
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga import _world as w
+from conformance.saga._nasaga_crash import CrashSwitch, HostKilled
 from conformance.saga._nasaga_management import NasagaManagement
 from conformance.saga._nasaga_metrics import observation, process_samples
+from conformance.saga._nasaga_race import RaceReport, race
 from conformance.saga._nasaga_terms import (
     CAPABILITIES,
     DECISION,
@@ -39,10 +41,11 @@ from conformance.saga._nasaga_terms import (
     START_REFUSALS,
     STATUS,
     Seen,
+    command_of,
     definition_key,
-    first_payload,
     nasaga_definition,
     project,
+    result_of,
 )
 from conformance.saga._port import (
     CatalogObservation,
@@ -54,20 +57,22 @@ from conformance.saga._port import (
 from impls.nasaga import Engine, NasagaHost, NasagaHostError, OutboxRow
 from model import saga as m
 
-_HOSTS: dict[str, NasagaHost] = {}
+_HOSTS: dict[tuple[str, str | None], NasagaHost] = {}
+#: nasaga's answers that say a COMMIT was sent and its outcome is unknown (S-TX-02).
+UNCERTAIN = frozenset({"transaction.commit_uncertain", "backend.outcome_unknown"})
 
 
-def _host(engine: Engine) -> NasagaHost:
-    """One host process per engine per run; it never outlives the run (atexit)."""
-    host = _HOSTS.get(engine)
+def _host(engine: Engine, dsn: str | None) -> NasagaHost:
+    """One host process per engine and endpoint per run; it never outlives the run (atexit)."""
+    host = _HOSTS.get((engine, dsn))
     if host is None or not host.alive():
         try:
-            host = NasagaHost.start(engine, timeout=60.0)
+            host = NasagaHost.start(engine, dsn=dsn, timeout=60.0)
         except NasagaHostError as exc:
             raise HarnessEnvironmentError(f"the nasaga host did not start: {exc}") from exc
         if not _HOSTS:
             atexit.register(_close_hosts)
-        _HOSTS[engine] = host
+        _HOSTS[(engine, dsn)] = host
     return host
 
 
@@ -82,10 +87,16 @@ class NasagaRuntime(NasagaManagement):
 
     capabilities = CAPABILITIES
 
-    def __init__(self, engine: Engine, namespace: str, stats: SuiteStats) -> None:
-        self.host = _host(engine)
+    def __init__(
+        self, engine: Engine, namespace: str, stats: SuiteStats, fates: FateHook, dsn: str | None = None
+    ) -> None:
+        self.host = _host(engine, dsn)
         self.ns = f"n{namespace}"[:40]
         self.stats = stats
+        #: Asked just before each unit's call: behind the fault proxy it arms the proxy for the
+        #: unit's COMMIT (``_wire.SagaWireRules``); nasaga's fates are otherwise its own.
+        self.fates = fates
+        self.crash = CrashSwitch(self.host, self.ns, w.OWNERS)
         try:
             self._call(lambda: self.host.open_namespace(self.ns, list(w.OWNERS)))
         except NasagaHostError as exc:
@@ -120,62 +131,25 @@ class NasagaRuntime(NasagaManagement):
         except NasagaHostError as exc:
             return None, exc.code or "refused"
 
+    def _unit(self, unit: str, body: Any) -> tuple[Any, str | None]:
+        """One unit of work (a start, a delivery): its COMMIT may meet the wire, its host the
+        armed crash point (``_nasaga_crash``); an uncertain COMMIT is the model's ``OutcomeUnknown``."""
+        self.fates(unit)
+        answer, refused = self._refusal(lambda: self.crash.run(body))
+        if refused in UNCERTAIN:
+            return None, "OutcomeUnknown"
+        return answer, refused
+
     # -- translation -----------------------------------------------------------------------
 
     def _artifact(self, tenant: str, workflow: str, version: int) -> m.DefinitionArtifact:
         return self.artifacts[m.DefinitionKey(tenant, workflow, version)]
 
     def _command(self, envelope: Mapping[str, Any]) -> m.CommandEnvelope:
-        artifact = self._artifact(envelope["tenant_id"], envelope["workflow"], envelope["definition_version"])
-        names = [s.name for s in artifact.steps]
-        phase = PHASE.get(envelope["phase"])
-        if phase is None or envelope["step"] not in names:
-            raise Violation(
-                "S-ORCH-02",
-                "the runtime issued a command the model has no place for",
-                {"phase": str(envelope["phase"]), "step": str(envelope["step"])},
-            )
-        index = names.index(envelope["step"])
-        saga_id = str(envelope["saga_id"])
-        effect = m.effect_id_for(saga_id, index, phase)
-        carries = phase is m.Phase.EXECUTE and index == 0
-        return m.CommandEnvelope(
-            command_id=m.command_id_for(effect, int(envelope["attempt"])),
-            effect_id=effect,
-            target_effect_id=m.effect_id_for(saga_id, index, m.Phase.EXECUTE)
-            if phase is m.Phase.RESOLVE
-            else None,
-            saga_id=saga_id,
-            definition=artifact.key,
-            definition_digest=m.definition_digest(artifact),
-            step_index=index,
-            step_name=artifact.steps[index].name,
-            owner=artifact.steps[index].owner,
-            phase=phase,
-            attempt=int(envelope["attempt"]),
-            payload=first_payload(envelope, artifact) if carries else None,
-        )
+        return command_of(envelope, self.artifacts)
 
     def _result(self, envelope: Mapping[str, Any]) -> m.ResultEnvelope:
-        command = self._command({**envelope, "payload": None})
-        kind = KIND.get(str(envelope["status"]))
-        if kind is None:
-            raise Violation(
-                "S-PART-01",
-                "a result with a status the model has no name for",
-                {"status": str(envelope["status"])},
-            )
-        return m.ResultEnvelope(
-            message_id=m.result_message_id_for(command.command_id),
-            command_id=command.command_id,
-            effect_id=command.effect_id,
-            saga_id=command.saga_id,
-            definition_digest=command.definition_digest,
-            step_index=command.step_index,
-            phase=command.phase,
-            owner=command.owner,
-            kind=kind,
-        )
+        return result_of(envelope, self.artifacts)
 
     # -- catalog ---------------------------------------------------------------------------
 
@@ -258,8 +232,9 @@ class NasagaRuntime(NasagaManagement):
             args["raw_payload"] = raw
         if revoked_at is not None:
             args["eligibility"] = [checkpoint < revoked_at for checkpoint in range(revoked_at + 1)]
-        body, refused = self._refusal(
-            lambda: self.host.start_saga(
+        body, refused = self._unit(
+            f"start {saga_id}",
+            lambda extra: self.host.start_saga(
                 self.ns,
                 saga_id=saga_id,
                 tenant=key.tenant,
@@ -268,8 +243,11 @@ class NasagaRuntime(NasagaManagement):
                 business_key=request.business_key,
                 now_ms=now_ms,
                 **args,
-            )
+                **extra,
+            ),
         )
+        if isinstance(body, HostKilled):
+            return body
         if refused is not None:
             return Seen(START_REFUSALS.get(refused, refused))
         kind = "Started" if body.outcome == "started" else "AlreadyExists"
@@ -304,9 +282,14 @@ class NasagaRuntime(NasagaManagement):
         self, owner: str, command: m.CommandEnvelope, producer: str, decision: m.Decision
     ) -> object:
         envelope = self.commands[command.command_id]
-        body, refused = self._refusal(
-            lambda: self.host.deliver_command(self.ns, owner, envelope, DECISION[decision], producer=producer)
+        body, refused = self._unit(
+            f"command {command.command_id}",
+            lambda extra: self.host.deliver_command(
+                self.ns, owner, envelope, DECISION[decision], producer=producer, **extra
+            ),
         )
+        if isinstance(body, HostKilled):
+            return body
         if refused == "step.retryable":
             return Seen("not-committed")
         if refused is not None:
@@ -332,9 +315,12 @@ class NasagaRuntime(NasagaManagement):
         raw = dict(self.results[envelope.message_id])
         if envelope.definition_digest != m.definition_digest(self._artifact(*definition_key(raw))):
             raw["definition_digest"] = envelope.definition_digest  # the forged digest, as sent
-        body, refused = self._refusal(
-            lambda: self.host.deliver_result(self.ns, raw, now_ms=now_ms, producer=producer)
+        body, refused = self._unit(
+            f"result {envelope.message_id}",
+            lambda extra: self.host.deliver_result(self.ns, raw, now_ms=now_ms, producer=producer, **extra),
         )
+        if isinstance(body, HostKilled):
+            return body
         if refused is not None:
             if refused == "result.paused":
                 return Seen("deferred")  # rolled back, redelivered after resume (S-MGT-05)
@@ -475,7 +461,12 @@ class NasagaRuntime(NasagaManagement):
         ]
         return any(c["message_id"] == raw["event_id"] for c in claims)
 
+    def race_timers(self, same_owner: bool, takeover: bool) -> RaceReport:
+        """Two more hosts race real timers on a namespace of their own (``_nasaga_race``)."""
+        return race(self.host.engine, self.host.dsn, same_owner, takeover)
+
     def close(self) -> None:
+        self.crash.close()
         if self.host.alive():
             try:
                 self.host.close_namespace(self.ns, drop=True)
@@ -484,11 +475,14 @@ class NasagaRuntime(NasagaManagement):
                     raise HarnessEnvironmentError(f"the nasaga host failed: {exc}") from exc
 
 
-def open_nasaga_pg(namespace: str, fates: FateHook, stats: SuiteStats) -> NasagaRuntime:
-    del fates  # COMMIT fates are not injectable on nasaga (CAPABILITIES)
-    return NasagaRuntime("postgres", namespace, stats)
+def open_nasaga_pg(
+    namespace: str, fates: FateHook, stats: SuiteStats, endpoint: str | None = None
+) -> NasagaRuntime:
+    """``endpoint``: the DSN the host reaches PostgreSQL at (the fault proxy's, ``_target``)."""
+    return NasagaRuntime("postgres", namespace, stats, fates, endpoint)
 
 
-def open_nasaga_mysql(namespace: str, fates: FateHook, stats: SuiteStats) -> NasagaRuntime:
-    del fates
-    return NasagaRuntime("mysql", namespace, stats)
+def open_nasaga_mysql(
+    namespace: str, fates: FateHook, stats: SuiteStats, endpoint: str | None = None
+) -> NasagaRuntime:
+    return NasagaRuntime("mysql", namespace, stats, fates, endpoint)

@@ -13,6 +13,7 @@ from typing import Any
 
 import attrs
 
+from conformance._violations import Violation
 from conformance.saga._port import (
     CatalogObservation,
     Observation,
@@ -50,6 +51,8 @@ CAPABILITIES = RuntimeCapabilities(
     management=False,
     recovery_actions=False,  # retries and close: the concept map is pending; close fails on PG (N-01, N-17)
     business_queries=False,  # get/list/audit read-backs not yet mapped (N-17)
+    host_crash=True,  # the host is killed at its crash points and resumed (_nasaga_crash)
+    timer_race=True,  # two hosts race real timers on a namespace of their own (_nasaga_race)
 )
 
 #: What this port does not compare, and why.
@@ -245,3 +248,62 @@ def first_payload(envelope: Mapping[str, Any], artifact: m.DefinitionArtifact) -
     if payload is None:
         return None
     return m.SagaPayload(json.dumps(payload, separators=(",", ":")).encode(), m.JSON_CONTRACT)
+
+
+def command_of(
+    envelope: Mapping[str, Any], artifacts: Mapping[m.DefinitionKey, m.DefinitionArtifact]
+) -> m.CommandEnvelope:
+    """nasaga's command envelope renamed into the model's ids (docs/nasaga.md, "Names")."""
+    artifact = artifacts[m.DefinitionKey(*definition_key(envelope))]
+    names = [s.name for s in artifact.steps]
+    phase = PHASE.get(envelope["phase"])
+    if phase is None or envelope["step"] not in names:
+        raise Violation(
+            "S-ORCH-02",
+            "the runtime issued a command the model has no place for",
+            {"phase": str(envelope["phase"]), "step": str(envelope["step"])},
+        )
+    index = names.index(envelope["step"])
+    saga_id = str(envelope["saga_id"])
+    effect = m.effect_id_for(saga_id, index, phase)
+    carries = phase is m.Phase.EXECUTE and index == 0
+    return m.CommandEnvelope(
+        command_id=m.command_id_for(effect, int(envelope["attempt"])),
+        effect_id=effect,
+        target_effect_id=m.effect_id_for(saga_id, index, m.Phase.EXECUTE)
+        if phase is m.Phase.RESOLVE
+        else None,
+        saga_id=saga_id,
+        definition=artifact.key,
+        definition_digest=m.definition_digest(artifact),
+        step_index=index,
+        step_name=artifact.steps[index].name,
+        owner=artifact.steps[index].owner,
+        phase=phase,
+        attempt=int(envelope["attempt"]),
+        payload=first_payload(envelope, artifact) if carries else None,
+    )
+
+
+def result_of(
+    envelope: Mapping[str, Any], artifacts: Mapping[m.DefinitionKey, m.DefinitionArtifact]
+) -> m.ResultEnvelope:
+    command = command_of({**envelope, "payload": None}, artifacts)
+    kind = KIND.get(str(envelope["status"]))
+    if kind is None:
+        raise Violation(
+            "S-PART-01",
+            "a result with a status the model has no name for",
+            {"status": str(envelope["status"])},
+        )
+    return m.ResultEnvelope(
+        message_id=m.result_message_id_for(command.command_id),
+        command_id=command.command_id,
+        effect_id=command.effect_id,
+        saga_id=command.saga_id,
+        definition_digest=command.definition_digest,
+        step_index=command.step_index,
+        phase=command.phase,
+        owner=command.owner,
+        kind=kind,
+    )

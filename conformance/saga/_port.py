@@ -80,6 +80,12 @@ class RuntimeCapabilities:
     #: inside the transaction, so its stage observes them (S-OBS-02). nasaga refuses both from its
     #: registry before opening one (finding N-44): such a refusal observes no stage there.
     refusals_in_transaction: bool = True
+    #: The runtime's host process can be killed (SIGKILL) at a crash point inside a unit and a
+    #: fresh one resumed from the database (``_host_faults``, issue 20). Off unless a runtime says so.
+    host_crash: bool = False
+    #: Two host processes of the runtime can race the same durable timers on one namespace
+    #: (``_host_faults.race_timers``, issue 20). Off unless a runtime says so.
+    timer_race: bool = False
 
     def missing(self) -> tuple[str, ...]:
         """The capabilities this runtime lacks, by name (the coverage gate reads them)."""

@@ -3,7 +3,10 @@
 A saga backend is given as a ``backend`` factory (Ratchet's runtime runs over it) or as a
 ``runtime`` factory (a runtime that brings its own storage, such as the nasaga host). A backend
 factory that names its service and takes an ``endpoint`` keyword is opened through the fault
-proxy (``conformance.wire``), and the machine gets the wire-fault rule (``_wire.SagaWireRules``).
+proxy (``conformance.wire``), and the machine gets the wire-fault rule (``_wire.SagaWireRules``);
+so is a runtime factory that takes an ``endpoint`` (the nasaga host's database). A runtime
+factory also gives the machine the host-crash rule (``_host_faults.HostFaultRules``), which runs
+only on a runtime whose capabilities say ``host_crash``.
 """
 
 from __future__ import annotations
@@ -26,12 +29,24 @@ Opener = Callable[[str, FateHook, SuiteStats], SagaRuntime]
 class SagaTarget:
     open: Opener
     wire: Any = None  # a conformance.wire.WireRoute, or None
+    #: The machine gets the host-crash rule (``_host_faults``); keyword-only, so subclasses keep
+    #: their positional fields.
+    host_faults: bool = attrs.field(default=False, kw_only=True)
 
     @classmethod
     def of(cls, backend: BackendUnderTest) -> SagaTarget:
-        if "runtime" in backend.factories:
-            return cls(cast(Opener, backend.factory("runtime")))
         from conformance.wire import accepts_endpoint, route
+
+        if "runtime" in backend.factories:
+            # A runtime that brings its own storage and takes an ``endpoint`` reaches it through
+            # the fault proxy too (the nasaga host's DSN): its COMMITs can meet the wire faults.
+            runtime: Callable[..., Any] = backend.factory("runtime")
+            # Its host may be killed mid-unit where it says so (``RuntimeCapabilities.host_crash``).
+            if backend.service is not None and accepts_endpoint(runtime):
+                proxy = route(backend.service)
+                proxied = functools.partial(runtime, endpoint=proxy.endpoint)
+                return cls(cast(Opener, proxied), proxy, host_faults=True)
+            return cls(cast(Opener, runtime), None, host_faults=True)
 
         factory: Callable[..., Any] = backend.factory("backend")
         wire = None
@@ -42,9 +57,15 @@ class SagaTarget:
         return cls(lambda namespace, fates, stats: RatchetRuntime(opened, namespace, fates, stats), wire)
 
     def specialise(self, base: type[ConformanceMachine]) -> type[ConformanceMachine]:
-        """The machine with the wire-fault rule (conformance/saga/_wire.py) when there is a wire."""
+        """The machine with the wire-fault rule (conformance/saga/_wire.py) when there is a wire,
+        and the host-crash rule (conformance/saga/_host_faults.py) when the host can be killed."""
+        machine = base
+        if self.host_faults:
+            from conformance.saga._host_faults import HostFaultRules
+
+            machine = type(base.__name__, (HostFaultRules, machine), {})
         if self.wire is None:
-            return base
+            return machine
         from conformance.saga._wire import SagaWireRules
 
-        return type(base.__name__, (SagaWireRules, base), {"proxy": self.wire.proxy})
+        return type(base.__name__, (SagaWireRules, machine), {"proxy": self.wire.proxy})

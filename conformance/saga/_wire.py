@@ -30,6 +30,9 @@ from conformance.saga._machine import SagaMachine
 from conformance.wire import SAGA_WIRE_FAULTS, WIRE_COMMIT_REPLY_LOST, FaultProxy, WireAction
 from model import saga as m
 
+#: The model's outcomes of units that write nothing (S-START-01 replays, S-PART-02, S-ORCH-03).
+NO_WRITE = (m.AlreadyExists, m.DuplicateCommand, m.DuplicateResult)
+
 
 class SagaWireRules(SagaMachine):
     proxy: FaultProxy
@@ -48,6 +51,7 @@ class SagaWireRules(SagaMachine):
             self.wire_pending = SAGA_WIRE_FAULTS[kind]
 
     def _set_fate(self, name: str) -> m.CommitFate:
+        self._unit_over(wait=True)
         if self.wire_commit is not None:
             # The unit the last fate was for never reached COMMIT (a refusal): the fault waits for
             # a unit the model is told about, never the next one of the same step.
@@ -79,21 +83,49 @@ class SagaWireRules(SagaMachine):
         self.wire_armed = kind
         return m.CommitFate.COMMITTED
 
+    def expect(self, rule_id: str, expected: object, actual: object) -> None:
+        """A unit the model answers without writing (a replayed start, a duplicate) may still run
+        a transaction in the runtime; if that COMMIT met the fault, the runtime cannot know
+        whether it committed and says so: ``OutcomeUnknown`` is its honest answer (S-TX-02;
+        docs/nasaga-findings.md N-19). Nothing may have changed (the after-step comparison reads
+        it all back) and a redelivery gets the model's answer."""
+        if (
+            self.wire_armed is not None
+            and isinstance(expected, NO_WRITE)
+            and actual == self.runtime.project(m.OutcomeUnknown())
+            and self.proxy.met()
+        ):
+            self.note(f"model: {expected!r:.300}; runtime: its read-only COMMIT met the fault (N-19)")
+            self.context.reach("read-only-commit-uncertain")
+            return
+        super().expect(rule_id, expected, actual)
+
     def at_quiescence(self) -> None:
         self.wire_pending = self.wire_commit = None  # quiescence runs without faults
         super().at_quiescence()
 
-    def after_step(self) -> None:
+    def _unit_over(self, wait: bool) -> None:
+        """The unit the proxy was armed for is over (the next unit's fate is being decided, or
+        the step ended): count what its COMMIT met. A runtime that asks for its fate when the
+        unit starts rather than just before COMMIT (the nasaga host, ``_nasaga.py``) may have sent
+        none, a refusal: the fault then waits for the next unit of the step (``wait``), as for one
+        that never asked."""
         kind, self.wire_armed = self.wire_armed, None
+        if kind is None:
+            return
+        hits = self.proxy.disarm()
+        if hits:
+            self.context.inject(kind.name)
+            self.note("; ".join(hit.render() for hit in hits))
+        else:
+            self.note(f"{kind.name} was armed, but no COMMIT went out")
+            if wait:
+                self.wire_pending = kind
+
+    def after_step(self) -> None:
+        self._unit_over(wait=False)
         if self.wire_commit is not None:
             # The step decided a fate but no unit reached COMMIT (a refusal, nothing to deliver):
             # the fault waits for the next unit that commits.
             self.wire_pending, self.wire_commit = self.wire_commit, None
-        if kind is not None:
-            hits = self.proxy.disarm()
-            if hits:
-                self.context.inject(kind.name)
-                self.note("; ".join(hit.render() for hit in hits))
-            else:
-                self.note(f"{kind.name} was armed, but no COMMIT went out")
         super().after_step()

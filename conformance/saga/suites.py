@@ -37,6 +37,14 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     # fault:<kind> targets are the runner's, from the suite's kinds (conformance._faults.fault_targets)
     if stats.details.get("wire") == "True":  # the rule SagaTarget.specialise adds
         targets["step:arm_wire_fault"] = "this rule never ran"
+    if stats.details.get("runtime:host_crash") == "True":  # the host-crash rule (_host_faults)
+        targets["step:crash_host"] = "this rule never ran"
+        targets["host-crash:step"] = "the host was never killed inside a participant's step"
+        targets["host-crash:eligibility"] = "the host was never killed inside an orchestrator unit"
+    if stats.details.get("runtime:timer_race") == "True":  # the timer race (_host_faults)
+        targets["step:race_timers"] = "this rule never ran"
+        targets["timer-race:one-fire"] = "two hosts never raced a due timer to one fire"
+        targets["timer-race:takeover-fenced"] = "a stale holder was never refused after a takeover"
     for status in SETTLED_STATUSES:
         targets[f"terminal:{status.name}"] = f"no saga ended {status.value}"
     for action in ManagementAction:

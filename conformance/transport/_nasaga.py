@@ -75,7 +75,8 @@ class NasagaStreamMachine(ConformanceMachine):
         self.now = 0
         ns = self.context.new_namespace()
         target: Any = self.context.target  # _nasaga_target.NasagaTransportTarget
-        self.runtime = NasagaRuntime("postgres", ns, self.context.stats)
+        # nasaga owns its transactions' fates here (no fault proxy on this machine's database).
+        self.runtime = NasagaRuntime("postgres", ns, self.context.stats, lambda _unit: m.CommitFate.COMMITTED)
         self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS))
         self.part = m.ParticipantState(
             w.participant_config(OWNER, transient_failure_budget=w.NO_DEAD_LETTERS)

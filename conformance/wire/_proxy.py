@@ -30,6 +30,7 @@ connection, as the driver sees it) until ``partition(False)`` heals it.
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import enum
 import itertools
@@ -124,6 +125,8 @@ class FaultProxy:
         self._server: asyncio.Server | None = None
         self.address: tuple[str, int] | None = None
         self.connections = 0  # accepted so far (figures, tests)
+        #: Payload requests forwarded so far, by label (one per round trip: the bench's count).
+        self.requests: collections.Counter[str] = collections.Counter()
 
     # --- lifetime ---------------------------------------------------------------------------
 
@@ -172,6 +175,11 @@ class FaultProxy:
             hits, self._armed, self._hits = tuple(self._hits), None, []
         return hits
 
+    def met(self) -> tuple[Hit, ...]:
+        """What was hit since ``arm``, still armed (``disarm`` ends it)."""
+        with self._lock:
+            return tuple(self._hits)
+
     def partition(self, on: bool) -> None:
         """Reset every connection and refuse new ones (``True``), or heal (``False``)."""
         with self._lock:
@@ -215,6 +223,15 @@ class FaultProxy:
             link.close()
 
     async def _requests(self, link: _Link, reader: asyncio.StreamReader) -> None:
+        # Whatever ends this side (end of stream, or a reset when a killed client's socket closes
+        # with unread data) ends the link: the server must see its client go, or a session idle
+        # in its transaction outlives a killed client and holds its locks.
+        try:
+            await self._forward_requests(link, reader)
+        finally:
+            link.close()
+
+    async def _forward_requests(self, link: _Link, reader: asyncio.StreamReader) -> None:
         while data := await reader.read(65536):
             if self._partitioned or link.closed:
                 link.reset()
@@ -222,6 +239,8 @@ class FaultProxy:
             if not link.awaiting:
                 label = self._classify(data, link.notes)
                 action = None if label is None else self._take(label, link)
+                if label is not None:
+                    self.requests[label] += 1
                 link.awaiting = True
                 link.fate = action
                 if action is WireAction.RESET_BEFORE:
@@ -231,9 +250,14 @@ class FaultProxy:
                     asyncio.get_running_loop().call_later(self.stall_s, link.reset)
             link.server.write(data)
             await link.server.drain()
-        link.close()
 
     async def _answers(self, link: _Link, reader: asyncio.StreamReader) -> None:
+        try:
+            await self._forward_answers(link, reader)
+        finally:
+            link.close()
+
+    async def _forward_answers(self, link: _Link, reader: asyncio.StreamReader) -> None:
         while data := await reader.read(65536):
             if link.closed:
                 return
@@ -245,4 +269,3 @@ class FaultProxy:
             link.awaiting = False
             link.client.write(data)
             await link.client.drain()
-        link.close()

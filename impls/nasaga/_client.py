@@ -25,6 +25,7 @@ import json
 import queue
 import subprocess
 import threading
+import time
 from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any, Literal
@@ -49,6 +50,14 @@ from ._values import (
 Engine = Literal["postgres", "mysql"]
 DEFAULT_TIMEOUT = 30.0
 _EOF = object()
+
+
+class _Stopped(Exception):
+    """The host stopped at an armed crash point (its signal file says where)."""
+
+    def __init__(self, where: str) -> None:
+        super().__init__(where)
+        self.where = where
 
 
 def _default_dsn(engine: Engine) -> str:
@@ -165,8 +174,15 @@ class NasagaHost:
 
     # -- the protocol ------------------------------------------------------------------------
 
-    def call(self, op: str, *, timeout: float | None = None, **args: Any) -> Json:
-        """Sends one request and returns its ``ok`` body; raises ``NasagaHostError`` otherwise."""
+    def call(
+        self, op: str, *, timeout: float | None = None, kill_at: Path | None = None, **args: Any
+    ) -> Json:
+        """Sends one request and returns its ``ok`` body; raises ``NasagaHostError`` otherwise.
+
+        ``kill_at``: the signal file of a crash point armed with ``arm_crash_point``; if the host
+        creates it while this request is in flight (it stopped at the point, mid-transaction), the
+        host is killed with SIGKILL at once and the call raises ``KILLED`` with the file's text.
+        """
         process = self._process
         if process is None or self._dead is not None or process.poll() is not None:
             raise self._crashed(op)
@@ -180,7 +196,11 @@ class NasagaHost:
             raise self._crashed(op) from None
         wait = self.timeout if timeout is None else timeout
         try:
-            raw = self._lines.get(timeout=wait)
+            raw = self._answer(wait, kill_at)
+        except _Stopped as stopped:
+            self.kill()
+            self._dead = f"killed at crash point ({stopped.where})"
+            raise NasagaHostError(HostFailure.KILLED, op, stopped.where) from None
         except queue.Empty:
             self.kill()
             self._dead = f"hung: no answer to {op} within {wait:.1f}s"
@@ -204,6 +224,19 @@ class NasagaHost:
         if not isinstance(body, dict):
             raise NasagaHostError(HostFailure.PROTOCOL, op, "answer has neither ok nor error")
         return body
+
+    def _answer(self, wait: float, kill_at: Path | None) -> object:
+        if kill_at is None:
+            return self._lines.get(timeout=wait)
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                return self._lines.get(timeout=min(0.01, max(deadline - time.monotonic(), 0.0)))
+            except queue.Empty:
+                if kill_at.exists():
+                    raise _Stopped(kill_at.read_text().strip()) from None
+                if time.monotonic() >= deadline:
+                    raise
 
     def _crashed(self, op: str) -> NasagaHostError:
         process = self._process

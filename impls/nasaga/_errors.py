@@ -5,7 +5,9 @@ the per-call timeout, or answered something that is not the protocol. A harness 
 an outage (exit 2), never as a verdict. ``REFUSED`` is the host answering the request with an
 ``error`` object; ``code`` is then its closed kind (``start.definition_inactive``,
 ``command.producer_unauthorized``, ``host.bad_request``, ...; docs/nasaga.md), which is nasaga's
-own verdict whenever the layer before the dot is not ``host``.
+own verdict whenever the layer before the dot is not ``host``. ``KILLED`` is the crash fault: the
+client killed the host (SIGKILL) because it stopped at the crash point the caller armed
+(``NasagaHost.call(kill_at=...)``); a harness that armed it expects it, anyone else sees an outage.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ class HostFailure(enum.Enum):
     TIMEOUT = "timeout"
     PROTOCOL = "protocol"
     REFUSED = "refused-by-host"
+    KILLED = "killed-at-crash-point"
 
 
 @attrs.frozen(auto_exc=True)

@@ -211,3 +211,31 @@ def test_postgres_unit_cost_and_floor() -> None:
             assert sync_timed_loop(probe.operation, 0.0).count >= 3
     finally:
         floor.close()
+
+
+@pytest.mark.service("postgres")
+def test_wire_cost_counts_nasaga_beside_ratchet_on_postgres() -> None:
+    """Section 8: both runtimes' units counted at the same proxy; a replayed start commits on
+    nasaga (N-19) and rolls back on Ratchet's runtime."""
+    import os
+    import shutil
+
+    from conformance.bench._wire_cost import UNITS as WIRE_UNITS
+    from conformance.bench._wire_cost import measure_wire
+
+    if not (os.environ.get("RATCHET_NASAGA_HOST") or shutil.which("cargo")):
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("CI=true: the nasaga host needs cargo", pytrace=False)
+        pytest.skip("the nasaga host needs cargo")
+    costs = {
+        name: {c.unit: c for c in measure_wire(SAGA_BACKENDS[name], 1, 0.05)}
+        for name in ("postgres", "nasaga-pg")
+    }
+    for name, units in costs.items():
+        assert tuple(units) == WIRE_UNITS
+        for unit in WIRE_UNITS:
+            assert _is_spread(units[unit].round_trips) and units[unit].round_trips.median >= 2, (name, unit)
+            assert units[unit].by_label.get("BEGIN", 0.0) >= 1.0, (name, unit)  # psycopg may re-prepare
+        assert units["start"].units_per_second is not None and units["start"].units_per_second.median > 0
+    assert costs["nasaga-pg"]["start again"].by_label.get("COMMIT") == 1.0
+    assert costs["postgres"]["start again"].by_label.get("ROLLBACK") == 1.0

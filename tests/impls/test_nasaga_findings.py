@@ -871,3 +871,118 @@ def test_n45_the_safe_trim_keeps_each_groups_last_delivered_entry(host: NasagaHo
         host.call("stream_close", namespace=ns)
         client.delete(stream, opened["streams"]["p0"]["dead_letters"])
         client.close()
+
+
+# -- N-19 .. N-20: real faults (issue 20 item 4) -----------------------------------------------
+
+
+@pytest.fixture
+def proxied(host: NasagaHost) -> Iterator[tuple[NasagaHost, Any]]:
+    """A second host whose PostgreSQL connections go through the harness's fault proxy."""
+    from conformance.wire import route
+
+    wire = route("postgres")
+    through = NasagaHost.start("postgres", dsn=wire.endpoint, timeout=60.0)
+    try:
+        yield through, wire.proxy
+    finally:
+        wire.proxy.disarm()
+        through.close()
+
+
+def test_n19_a_replayed_start_rides_on_a_commit_whose_answer_can_be_lost(
+    proxied: tuple[NasagaHost, Any], world: World, host: NasagaHost
+) -> None:
+    """N-19: nasaga answers a replayed start inside the creation transaction and commits it; with
+    that COMMIT's answer lost the replay is ``transaction.commit_uncertain``; nothing changed and a
+    retry is ``already_exists``."""
+    from conformance.wire import WireAction
+
+    through, proxy = proxied
+    ns = world()
+    through.open_namespace(ns, ["p0", "p1"], mode="attach")
+    assert _start(through, ns, "s1").outcome == "started"
+    before = (_transitions(host, ns, "s1"), _commands(host, ns, "s1"))
+    proxy.arm(WireAction.REPLY_LOST, 1, match="COMMIT")
+    refused = _refused(lambda: _start(through, ns, "s1"))
+    hits = proxy.disarm()
+    assert refused.code == "transaction.commit_uncertain"
+    assert [hit.request for hit in hits] == ["COMMIT"]
+    assert (_transitions(host, ns, "s1"), _commands(host, ns, "s1")) == before
+    assert _start(through, ns, "s1").outcome == "already_exists"
+    through.close_namespace(ns)
+
+
+def test_n20_a_host_killed_inside_a_step_leaves_nothing_and_the_redelivery_takes_effect_once(
+    host: NasagaHost, world: World, tmp_path: Path
+) -> None:
+    """N-20: SIGKILL while the step handler holds the participant transaction (crash point
+    ``step``): no business row, claim or result survives; a fresh host executes the redelivery
+    once. Then a COMMIT reset as it leaves: ``commit_uncertain``, and the redelivery executes."""
+    ns = world()
+    _start(host, ns, "s1")
+    command = _last(host, ns, "orchestrator", "s1")
+    signal = tmp_path / "stopped"
+    host.call("arm_crash_point", point="step", at=1, signal_path=str(signal))
+    with pytest.raises(NasagaHostError) as killed:
+        host.deliver_command(ns, "p0", command.envelope, "succeeded", kill_at=signal)
+    assert killed.value.failure is HostFailure.KILLED
+    assert killed.value.message.startswith("step 1 ")
+    host.restart()
+    host.open_namespace(ns, ["p0", "p1"], mode="attach")
+    assert host.effects(ns, "p0") == []
+    assert _rows(host, ns, "p0", "s1") == []
+    assert host.call("read_inbox", namespace=ns, role="p0")["claims"] == []
+    again = host.deliver_command(ns, "p0", command.envelope, "succeeded")
+    assert (again.handled, again.handler_calls) == ("executed", 1)
+    assert [e["command_id"] for e in host.effects(ns, "p0")] == [command.command_id]
+    assert host.deliver_command(ns, "p0", command.envelope, "succeeded").handled == "duplicate"
+
+
+def test_n20_two_hosts_racing_one_timer_fire_it_once(host: NasagaHost, world: World) -> None:
+    """N-20: a second host on the same namespace; both claim the due timer at once (two requests in
+    flight), one gets it; after the lease runs out the other takes it over and both fire at the
+    same harness time: the stale holder is refused, the new one applies, one cancel command."""
+    import threading
+
+    ns = world()
+    _start(host, ns, "s1")
+    other = NasagaHost.start("postgres", timeout=60.0)
+    try:
+        other.open_namespace(ns, ["p0", "p1"], mode="attach")
+        hosts = (host, other)
+        claims: list[Any] = [None, None]
+
+        def claim(index: int, owner: str, now_ms: int) -> None:
+            claims[index] = hosts[index].claim_due_timers(ns, owner, now_ms=now_ms, lease_ms=1_000)
+
+        threads = [threading.Thread(target=claim, args=(i, f"w{i}", DUE)) for i in (0, 1)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        held = [[t.timer_id for t in c.timers if t.saga_id == "s1"] for c in claims]
+        assert sorted(len(h) for h in held) == [0, 1]
+        winner = 0 if held[0] else 1
+        loser = 1 - winner
+        [timer] = held[winner]
+        later = DUE + 1_000
+        retaken = hosts[loser].claim_due_timers(ns, f"w{loser}", now_ms=later, lease_ms=1_000)
+        assert [t.timer_id for t in retaken.timers] == [timer]
+        fires: list[str] = ["", ""]
+        tries = ((winner, claims[winner].claim), (loser, retaken.claim))
+
+        def fire(index: int, handle: str) -> None:
+            fires[index] = hosts[index].fire_timer(ns, handle, timer, now_ms=later).outcome
+
+        threads = [threading.Thread(target=fire, args=t) for t in tries]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        assert (fires[winner], fires[loser]) == ("skipped_fencing_lost", "applied")
+        assert _instance(host, ns, "s1").status == "CANCELLING"
+        assert [c for c in _commands(host, ns, "s1") if c[1] == "cancel"] == [("reserve", "cancel", 1)]
+        other.close_namespace(ns)
+    finally:
+        other.close()

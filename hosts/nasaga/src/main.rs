@@ -9,6 +9,7 @@
 mod convert;
 mod descriptors;
 mod engine;
+mod faults; // crash points (issue 20 item 4)
 mod host;
 mod metrics;
 mod ops;

@@ -107,7 +107,9 @@ impl HarnessStep<'_> {
                 SagaExecutionError::Retryable {
                     code: "host_effect_write_failed",
                 }
-            })
+            })?;
+        crate::faults::reached("step"); // a crash point (src/faults.rs)
+        Ok(())
     }
 
     fn forward(&self) -> SagaResult<()> {

@@ -60,6 +60,9 @@ pub const OPS: &[&str] = &[
     "stream_trim",
     "stream_backlog",
     "stream_close",
+    // crash points (src/faults.rs)
+    "arm_crash_point",
+    "disarm_crash_point",
 ];
 
 impl<E: Engine> Host<E> {
@@ -113,6 +116,9 @@ impl<E: Engine> Host<E> {
             "stream_trim" => self.stream_trim(args).await,
             "stream_backlog" => self.stream_backlog(args).await,
             "stream_close" => self.stream_close(args).await,
+            // crash points (src/faults.rs)
+            "arm_crash_point" => crate::faults::arm(args),
+            "disarm_crash_point" => Ok(crate::faults::disarm()),
             other => Err(HostError::new(
                 "host.unknown_op",
                 format!("unknown op {other:?}; known: {}", OPS.join(", ")),

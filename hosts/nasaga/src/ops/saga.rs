@@ -41,6 +41,7 @@ impl Eligibility {
     }
 
     pub fn check(&self) -> anyhow::Result<()> {
+        crate::faults::reached("eligibility"); // a crash point (src/faults.rs)
         let n = self.calls.fetch_add(1, Ordering::SeqCst);
         let allowed = self
             .answers
