@@ -73,18 +73,19 @@ pytest: venv
 # make test's pytest, in two phases: pytest-parallel (on two worker processes, beside the live
 # suites; most tests wait on a server, not a core) and pytest-timing (the tests that assert a
 # wall-clock bound, marked `timing`: run where the cores are not saturated, beside the crash suites,
-# which use the servers but no more than one core).
+# which use the servers but no more than one core; with them the tests marked `after_suites`,
+# which read the reports the live suites wrote).
 # pytest files that only repeat what conformance-live runs (store+commit on fakeredis, redis and cql,
 # ci profile, coverage gate on): make test leaves them to conformance-live; `make pytest` runs them.
 COVERED_BY_CONFORMANCE_LIVE := tests/conformance/test_backends.py
 pytest-parallel: venv
 	@mkdir -p $(REPORTS)
-	$(BIN)/pytest -q $(PYTEST_FLAGS) -n 2 -m "not timing" $(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) \
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -n 2 -m "not timing and not after_suites" $(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) \
 		--junitxml=$(REPORTS)/pytest.xml
 
 pytest-timing: venv
 	@mkdir -p $(REPORTS)
-	$(BIN)/pytest -q $(PYTEST_FLAGS) -m timing --junitxml=$(REPORTS)/pytest-timing.xml
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -m "timing or after_suites" --junitxml=$(REPORTS)/pytest-timing.xml
 
 # Every registered suite on the embedded and real backends, in parts. The live suites leave the
 # servers running: conformance-live-commit (store, commit, transport) and conformance-live-saga

@@ -13,7 +13,7 @@ import pytest
 
 from impls.endpoints import kafka_bootstrap
 from impls.transport import KafkaAdmin, KafkaCommandConsumer, KafkaPublisher, KafkaRecord, KafkaTopics
-from model.saga import KeyRing, KeyState, SigningKey, Verdict, add_key
+from model.saga import DeliveryVerdict, KeyRing, KeyState, SigningKey, add_key
 
 pytestmark = pytest.mark.service("kafka")
 
@@ -22,14 +22,14 @@ RING = add_key(KeyRing(), SigningKey("k1", "orchestrator", b"secret", KeyState.S
 
 @attrs.frozen
 class Outcome:
-    verdict: Verdict
+    verdict: DeliveryVerdict
 
 
 @attrs.define
 class Handler:
     """Answers with the verdict it is told to; records what reached it."""
 
-    verdict: Verdict = Verdict.ACK
+    verdict: DeliveryVerdict = DeliveryVerdict.ACK
     seen: list[bytes] = attrs.field(factory=list)
 
     def handle(self, body: bytes, principal: str) -> Outcome:
@@ -94,20 +94,20 @@ def test_offsets_follow_outcomes_and_back_off_is_per_partition(topics: KafkaTopi
     admin = KafkaAdmin(kafka_bootstrap())
     first = take(consumer, 0)
     assert first is not None and consumer.process(first).committed == 1
-    handler.verdict = Verdict.REDELIVER
+    handler.verdict = DeliveryVerdict.REDELIVER
     failing = take(consumer, 1)
     assert failing is not None and consumer.process(failing).committed is None
     assert take(consumer, 1, wait_s=0.3) is None  # backing off
-    handler.verdict = Verdict.ACK
+    handler.verdict = DeliveryVerdict.ACK
     healthy = take(consumer, 0)  # the other partition keeps moving
     assert healthy is not None and healthy.offset == 1 and consumer.process(healthy).committed == 2
     assert admin.committed("g", topics.commands, 2) == {0: 2, 1: 0}
     now[0] = 5_000
     again = take(consumer, 1)
     assert again is not None and again.offset == 0
-    handler.verdict = Verdict.DEAD_LETTER
+    handler.verdict = DeliveryVerdict.DEAD_LETTER
     settled = consumer.process(again)
-    assert (settled.verdict, settled.committed) == (Verdict.DEAD_LETTER, 1)
+    assert (settled.verdict, settled.committed) == (DeliveryVerdict.DEAD_LETTER, 1)
     (letter,) = admin.dead_letters(topics)
     assert (letter.headers["source-partition"], letter.headers["source-offset"]) == (b"1", b"0")
     consumer.stop()
