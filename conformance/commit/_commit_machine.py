@@ -554,6 +554,7 @@ class CommitMachine(CommitWorld):
         if self.oracle.state.commits:
             self.context.reach("quiescent-all-committed")
         store = ObservedStore(self.oracle)
+        self.become_quiescent(store)
         self.call(store.scan_recoverable_commits(self.now + 1, MAX_SCAN_ITEMS))
         self.read_all_history(store)
 
