@@ -329,7 +329,7 @@ def write_results(
         "mutants": mutants,
     }
     (RESULTS / f"{package}.json").write_text(json.dumps(summary, indent=1) + "\n")
-    print(f"[mutation] {package}: {score_line(summary)}", flush=True)
+    print(f"[mutation] {package}: {markdown_row(summary, triage())}", flush=True)
 
 
 def _outcome(result: Any) -> str:
@@ -379,27 +379,70 @@ def wilson(killed: int, n: int, z: float = 1.96) -> tuple[float, float]:
     return (max(0.0, centre - half), min(1.0, centre + half))
 
 
-def score_line(summary: dict[str, Any]) -> str:
-    mutants = summary["mutants"]
-    n = len(mutants)
-    killed = sum(1 for m in mutants if m["outcome"] in ("killed", "timeout"))
-    violations = sum(1 for m in mutants if m.get("verdict") == "violation")
-    low, high = wilson(killed, n)
-    state = "complete" if summary["complete"] else f"partial ({n} of {summary['sampled']})"
-    share = 100 * killed / max(1, n)
+def triage() -> dict[str, dict[str, str]]:
+    """docs/mutation/triage.toml: each surviving mutant's class (equivalent, outside) and why."""
+    path = RESULTS / "triage.toml"
+    if not path.exists():
+        return {}
+    with open(path, "rb") as handle:
+        return tomllib.load(handle)
+
+
+def tally(summary: dict[str, Any], triaged: dict[str, dict[str, str]]) -> dict[str, int]:
+    counts = dict.fromkeys(("run", "killed", "violation", "coverage", "error", "timeout"), 0)
+    counts.update(dict.fromkeys(("equivalent", "outside", "untriaged"), 0))
+    for mutant in summary["mutants"]:
+        counts["run"] += 1
+        if mutant["outcome"] == "survived":
+            verdict = triaged.get(mutant["id"], {}).get("class", "untriaged")
+            counts[verdict if verdict in ("equivalent", "outside") else "untriaged"] += 1
+            continue
+        counts["killed"] += 1
+        how = "timeout" if mutant["outcome"] == "timeout" else mutant.get("verdict", "error")
+        counts[how if how in counts else "error"] += 1
+    return counts
+
+
+def markdown_row(summary: dict[str, Any], triaged: dict[str, dict[str, str]]) -> str:
+    c = tally(summary, triaged)
+    relevant = c["run"] - c["equivalent"]
+    low, high = wilson(c["killed"], relevant)
+    in_contract = relevant - c["outside"]
+    state = "complete" if summary["complete"] else f"partial ({c['run']} of {summary['sampled']})"
     return (
-        f"{killed}/{n} killed ({share:.0f}%, Wilson 95% {100 * low:.0f}-{100 * high:.0f}%), "
-        f"{violations} by a violation; {summary['seconds_per_mutant']}s per mutant; {state}"
+        f"| {summary['package']} | {summary['mutants_outside_annotations']} | {c['run']} | "
+        f"{c['killed']} ({c['violation']} violation, {c['coverage']} coverage, {c['error']} error, "
+        f"{c['timeout']} timeout) | {c['equivalent']} | {c['outside']} | {c['untriaged']} | "
+        f"**{100 * c['killed'] / max(1, relevant):.0f}%** ({100 * low:.0f}-{100 * high:.0f}%) | "
+        f"{100 * c['killed'] / max(1, in_contract):.0f}% | {summary['seconds_per_mutant']} | {state} |"
     )
 
 
-def report() -> int:
-    for path in sorted(RESULTS.glob("*.json")):
+HEADER = (
+    "| package | mutants | run | killed | equivalent | outside | untriaged | killed of non-equivalent "
+    "(Wilson 95%) | killed of in-contract | s/mutant | state |\n"
+    "|---|---|---|---|---|---|---|---|---|---|---|"
+)
+
+
+def report(results: Path) -> int:
+    triaged = triage()
+    rows = []
+    survivors = []
+    for path in sorted(results.glob("*.json")):
         summary = json.loads(path.read_text())
-        print(f"{summary['package']}: {score_line(summary)}")
+        rows.append(markdown_row(summary, triaged))
         for mutant in summary["mutants"]:
             if mutant["outcome"] == "survived":
-                print(f"  survived {mutant['id']} (line {mutant['line']}): {mutant['diff']!r}")
+                verdict = triaged.get(mutant["id"], {})
+                survivors.append(
+                    f"- {summary['package']} `{mutant['id']}` (line {mutant['line']}): "
+                    f"{verdict.get('class', 'UNTRIAGED')} {verdict.get('why', '')}".rstrip()
+                )
+    print(HEADER)
+    print("\n".join(rows))
+    print()
+    print("\n".join(survivors))
     return 0
 
 
@@ -409,14 +452,15 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="mutate and judge the packages (all when none is named)")
     run.add_argument("packages", nargs="*")
     run.add_argument("--sample", type=int, help="mutants per package (default: each package's sample)")
-    sub.add_parser("report", help="print the scores and the survivors from docs/mutation/")
+    shown = sub.add_parser("report", help="print the scores and the survivors (Markdown)")
+    shown.add_argument("--results", type=Path, default=RESULTS, help="a results directory")
     one = sub.add_parser("test", help="the test command cosmic-ray runs on a mutant")
     one.add_argument("package")
     args = parser.parse_args(argv)
     if args.command == "test":
         return test(args.package)
     if args.command == "report":
-        return report()
+        return report(args.results)
     settings = config()
     for package in args.packages or list(settings["packages"]):
         if package not in settings["packages"]:
