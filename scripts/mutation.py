@@ -75,17 +75,13 @@ def test(package: str) -> int:
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ratchet-mutation-") as scratch:
         for number, run in enumerate(spec["runs"]):
-            backend, suites = run.split(":", 1)
             report = Path(scratch) / f"report-{number}.json"
             command = [
                 sys.executable,
                 "-m",
                 "conformance.cli",
                 "run",
-                "--backend",
-                backend,
-                "--suite",
-                suites,
+                *run.split(),
                 "--profile",
                 "mutation",
                 "--seed",

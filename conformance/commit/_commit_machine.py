@@ -45,6 +45,7 @@ from conformance.commit._faults import OUTBOX_DOWN, OUTBOX_FAULTS
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import HaltExample, ObservedStore
 from conformance.commit._outbox import ObservedOutbox, OutboxOracle
+from conformance.commit._settle import own_crash
 from conformance.commit._store_machine import CONVERSATIONS, KEYS, STORE_FAULTS, VARIANTS, CommitWorld
 from conformance.commit._target import CommitTarget
 from impls.api import ListableOutbox, MessageStore, Outbox
@@ -184,6 +185,8 @@ class CommitMachine(CommitWorld):
                 error=repr(error)[:300],
             ).violation
         if isinstance(error, CommitError):
+            if own_crash(error):  # a bug of the committer's own, not a store or outbox failure
+                raise self.oracle.fail("C-ERR-02", own_crash(error) or "", error=repr(error)[:300]).violation
             self.context.reach("rule:C-ERR-02")
             kind = error.kind.value
             if error.kind is CommitErrorKind.RECOVERABLE:

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from model.commit import MessageStoreError
+from model.commit import CommitError, MessageStoreError
 
 T = TypeVar("T")
 
@@ -46,3 +46,26 @@ def never_settled(op: str, last: MessageStoreError, attempts: int) -> str:
         f"{op} stayed {last.kind.name} at quiescence ({attempts} tries, nothing armed) after "
         f"readiness answered: {str(last)[:120]!r}"
     )
+
+
+def own_crash(error: CommitError) -> str | None:
+    """C-ERR-02: what a committer's ``CommitError`` hides when it wraps an exception that nothing
+    below it raised; None when its causes are store or outbox failures (or there are none).
+
+    The suites' store, outbox and membership directory raise only contract errors (a store raising
+    anything else is C-ERR-01 at once), so a ``TypeError`` under a RECOVERABLE is the committer's
+    own crash, dressed as "retry later": a retry meets the same bug. Mutation testing found that
+    such a crash after any failed call passed as an excused RECOVERABLE (docs/sensitivity.md).
+    """
+    seen: set[int] = set()
+    cause = error.__cause__ or error.__context__
+    while cause is not None and id(cause) not in seen:
+        seen.add(id(cause))
+        if not isinstance(cause, MessageStoreError | CommitError):
+            return (
+                f"the committer answered {error.kind.value} over its own {type(cause).__name__}: {cause!r}"[
+                    :300
+                ]
+            )
+        cause = cause.__cause__ or cause.__context__
+    return None
