@@ -22,7 +22,7 @@ code reaches with the same seed (``coverage``: the suites' coverage gate, held t
 when the run cannot be carried out (``error``: an import or harness failure the mutant caused) or
 when it outlives the package's timeout (``timeout``). ``report`` prints the scores with a Wilson 95% interval.
 
-Usage: scripts/mutation.py run [PACKAGE ...] [--sample N] | report | test PACKAGE
+Usage: scripts/mutation.py run [PACKAGE ...] [--sample N] | collect PACKAGE ... | report | test PACKAGE
 """
 
 from __future__ import annotations
@@ -282,10 +282,19 @@ def run_package(package: str, settings: dict[str, Any], size: int | None) -> Non
         print(baseline.stdout[-4000:], baseline.stderr[-2000:], sep="\n", file=sys.stderr)
         raise SystemExit(f"[mutation] {package}: the suites fail on the unmutated code; no score")
     print(f"[mutation] {package}: baseline passes in {baseline_s:.1f}s", flush=True)
-    began = time.monotonic()
+    meta = {"counts": [total, drawable], "baseline_s": baseline_s, "started": time.time()}
+    (BUILD / f"{package}.meta.json").write_text(json.dumps(meta))
     cosmic_ray("exec", str(cfg), str(session), nice=int(settings["nice"]))
-    spent = time.monotonic() - began
-    write_results(package, session, (total, drawable), baseline_s, spent)
+    collect(package)
+
+
+def collect(package: str) -> None:
+    """Write docs/mutation/<package>.json from the session as it stands: a run cut short (or still
+    going) gives partial results, marked so."""
+    meta = json.loads((BUILD / f"{package}.meta.json").read_text())
+    total, drawable = meta["counts"]
+    spent = time.time() - float(meta["started"])
+    write_results(package, BUILD / f"{package}.sqlite", (total, drawable), float(meta["baseline_s"]), spent)
 
 
 def write_results(
@@ -450,6 +459,8 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--sample", type=int, help="mutants per package (default: each package's sample)")
     shown = sub.add_parser("report", help="print the scores and the survivors (Markdown)")
     shown.add_argument("--results", type=Path, default=RESULTS, help="a results directory")
+    partial = sub.add_parser("collect", help="write a package's results so far (a run cut short)")
+    partial.add_argument("packages", nargs="+")
     one = sub.add_parser("test", help="the test command cosmic-ray runs on a mutant")
     one.add_argument("package")
     args = parser.parse_args(argv)
@@ -457,6 +468,10 @@ def main(argv: list[str] | None = None) -> int:
         return test(args.package)
     if args.command == "report":
         return report(args.results)
+    if args.command == "collect":
+        for package in args.packages:
+            collect(package)
+        return 0
     settings = config()
     for package in args.packages or list(settings["packages"]):
         if package not in settings["packages"]:
