@@ -244,13 +244,22 @@ def _mutant_key(item: Any) -> tuple[str, str, int, int, int]:
     return (str(mutation.module_path), mutation.operator_name, mutation.occurrence, start[0], start[1])
 
 
-def run_package(package: str, settings: dict[str, Any], size: int | None) -> None:
+def run_package(package: str, settings: dict[str, Any], size: int | None, retest: bool = False) -> None:
+    """Mutate, sample and judge one package; ``retest``: judge again, with the harness as it is now,
+    only the sampled mutants that survived the last run (its results move to docs/mutation/before/)."""
     spec = settings["packages"][package]
     BUILD.mkdir(parents=True, exist_ok=True)
     copy_tree()
     cfg = BUILD / f"{package}.toml"
     session = BUILD / f"{package}.sqlite"
-    session.unlink(missing_ok=True)
+    if retest:
+        earlier = RESULTS / f"{package}.json"
+        (RESULTS / "before").mkdir(parents=True, exist_ok=True)
+        shutil.copy2(earlier, RESULTS / "before" / earlier.name)
+        total, drawable = json.loads((BUILD / f"{package}.meta.json").read_text())["counts"]
+        print(f"[mutation] {package}: {forget_survivors(session)} survivors to judge again", flush=True)
+    else:
+        session.unlink(missing_ok=True)
     test_command = f"{sys.executable} scripts/mutation.py test {package}"
     cfg.write_text(
         "[cosmic-ray]\n"
@@ -260,14 +269,15 @@ def run_package(package: str, settings: dict[str, Any], size: int | None) -> Non
         f"test-command = {json.dumps(test_command)}\n"
         '[cosmic-ray.distributor]\nname = "local"\n'
     )
-    cosmic_ray("init", str(cfg), str(session))
-    wanted = size if size is not None else int(spec["sample"])
-    total, drawable = sample(session, wanted, int(settings["seed"]))
-    print(
-        f"[mutation] {package}: {total} mutants, {total - drawable} in annotations left out, "
-        f"{min(wanted, drawable)} sampled",
-        flush=True,
-    )
+    if not retest:
+        cosmic_ray("init", str(cfg), str(session))
+        wanted = size if size is not None else int(spec["sample"])
+        total, drawable = sample(session, wanted, int(settings["seed"]))
+        print(
+            f"[mutation] {package}: {total} mutants, {total - drawable} in annotations left out, "
+            f"{min(wanted, drawable)} sampled",
+            flush=True,
+        )
     began = time.monotonic()
     baseline = subprocess.run(
         ["nice", "-n", str(settings["nice"]), *test_command.split()],
@@ -286,6 +296,14 @@ def run_package(package: str, settings: dict[str, Any], size: int | None) -> Non
     (BUILD / f"{package}.meta.json").write_text(json.dumps(meta))
     cosmic_ray("exec", str(cfg), str(session), nice=int(settings["nice"]))
     collect(package)
+
+
+def forget_survivors(session: Path) -> int:
+    """Drop the results of the mutants that survived, so that ``exec`` runs them again."""
+    import sqlite3
+
+    with sqlite3.connect(session) as db:
+        return db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'").rowcount
 
 
 def collect(package: str) -> None:
@@ -457,6 +475,7 @@ def main(argv: list[str] | None = None) -> int:
     run = sub.add_parser("run", help="mutate and judge the packages (all when none is named)")
     run.add_argument("packages", nargs="*")
     run.add_argument("--sample", type=int, help="mutants per package (default: each package's sample)")
+    run.add_argument("--retest", action="store_true", help="judge only the last run's survivors again")
     shown = sub.add_parser("report", help="print the scores and the survivors (Markdown)")
     shown.add_argument("--results", type=Path, default=RESULTS, help="a results directory")
     partial = sub.add_parser("collect", help="write a package's results so far (a run cut short)")
@@ -476,7 +495,7 @@ def main(argv: list[str] | None = None) -> int:
     for package in args.packages or list(settings["packages"]):
         if package not in settings["packages"]:
             parser.error(f"unknown package {package!r}; known: {', '.join(settings['packages'])}")
-        run_package(package, settings, args.sample)
+        run_package(package, settings, args.sample, retest=args.retest)
     return 0
 
 
