@@ -22,6 +22,7 @@ import contextlib
 from collections.abc import Awaitable
 from typing import Any
 
+import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, initialize, multiple, rule
 
@@ -146,6 +147,8 @@ class CommitWorld(ConformanceMachine):
         self.oracle.quiescent = bool(self.call(ready()))
 
     def read_all_history(self, store: ObservedStore) -> None:
+        """Every conversation's history, now and a day later; now also in both directions with the
+        byte budget at the edge of the first two entries (``_byte_fit``, C-POST-11)."""
         for tenant, conversation in sorted(self.oracle.state.history):
             members = sorted(self.membership.snapshot(tenant, conversation))
             if not members:
@@ -153,6 +156,23 @@ class CommitWorld(ConformanceMachine):
             for as_of in (self.now, self.now + v.DAY_MS):
                 query = v.history_query(tenant, conversation, members[0], "after", None, 100, 1 << 20, as_of)
                 self.call(store.history_page(query))
+            for direction in ("before", "after"):
+                unbounded = v.history_query(
+                    tenant, conversation, members[0], direction, None, 100, 1 << 20, self.now
+                )
+                for fit in ("fit-1", "fit"):
+                    budget = self._byte_fit(unbounded, fit)
+                    self.call(store.history_page(attrs.evolve(unbounded, max_bytes=budget)))
+
+    def _byte_fit(self, unbounded: HistoryQuery, fit: str) -> int:
+        """C-POST-11 at its edge: the bodies of the page's first two entries exactly, one byte less
+        (the second no longer fits) or one more; fixed budgets rarely land on a sum of body sizes."""
+        members = self.membership.snapshot(unbounded.tenant, unbounded.conversation)
+        page = model_history_page(self.oracle.state, unbounded, members)
+        if isinstance(page, MessageStoreError) or not page.entries:
+            return unbounded.max_bytes
+        exact = sum(len(entry.body) for entry in page.entries[:2])
+        return max(1, exact + {"fit-1": -1, "fit": 0, "fit+1": 1}[fit])
 
     def close(self) -> None:
         if self.real is not None:
@@ -337,16 +357,6 @@ class StoreMachine(CommitWorld):
 
         budget = max_bytes if isinstance(max_bytes, int) else self._byte_fit(query(1 << 20), max_bytes)
         self.call(self.store.history_page(query(budget)))
-
-    def _byte_fit(self, unbounded: HistoryQuery, fit: str) -> int:
-        """C-POST-11 at its edge: the bodies of the page's first two entries exactly, one byte less
-        (the second no longer fits) or one more; fixed budgets rarely land on a sum of body sizes."""
-        members = self.membership.snapshot(unbounded.tenant, unbounded.conversation)
-        page = model_history_page(self.oracle.state, unbounded, members)
-        if isinstance(page, MessageStoreError) or not page.entries:
-            return unbounded.max_bytes
-        exact = sum(len(entry.body) for entry in page.entries[:2])
-        return max(1, exact + {"fit-1": -1, "fit": 0, "fit+1": 1}[fit])
 
     # --- the world -----------------------------------------------------------------------------
 
