@@ -38,6 +38,7 @@ from model.commit import (
     CommitIntent,
     CommitKey,
     CommitStage,
+    HistoryPage,
     HistoryQuery,
     MessageStoreError,
 )
@@ -163,6 +164,16 @@ class CommitWorld(ConformanceMachine):
                 for fit in ("fit-1", "fit"):
                     budget = self._byte_fit(unbounded, fit)
                     self.call(store.history_page(attrs.evolve(unbounded, max_bytes=budget)))
+                self.walk_history(store, attrs.evolve(unbounded, limit=1))
+
+    def walk_history(self, store: ObservedStore, query: HistoryQuery) -> None:
+        """A reader paging one entry at a time, each page anchored at the last one's sequence: every
+        page is judged against the model's (anchors, direction, has_more; C-POST-11)."""
+        for _ in range(2 * len(v.KEYS)):
+            page = self.call(store.history_page(query))
+            if not isinstance(page, HistoryPage) or not page.entries or not page.has_more:
+                return
+            query = attrs.evolve(query, anchor=page.entries[-1].coordinates.conversation_seq)
 
     def _byte_fit(self, unbounded: HistoryQuery, fit: str) -> int:
         """C-POST-11 at its edge: the bodies of the page's first two entries exactly, one byte less
