@@ -182,12 +182,18 @@ def copy_tree() -> None:
         shutil.copy2(source, target)
 
 
-def cosmic_ray(*args: str, nice: int = 0) -> None:
+def cosmic_ray(*args: str, nice: int = 0, budget_s: float | None = None) -> bool:
+    """Run cosmic-ray in the copy; False when ``budget_s`` ran out first (the run is cut short, and
+    the mutant it was judging stays pending: ``collect`` reports the rest as partial)."""
     executable = str(Path(sys.executable).parent / "cosmic-ray")
     command = [executable, *args]
     if nice:
         command = ["nice", "-n", str(nice), *command]
-    subprocess.run(command, cwd=TREE, check=True)
+    try:
+        subprocess.run(command, cwd=TREE, check=True, timeout=budget_s)
+    except subprocess.TimeoutExpired:
+        return False
+    return True
 
 
 def sample(session: Path, size: int, seed: int) -> tuple[int, int]:
@@ -244,7 +250,13 @@ def _mutant_key(item: Any) -> tuple[str, str, int, int, int]:
     return (str(mutation.module_path), mutation.operator_name, mutation.occurrence, start[0], start[1])
 
 
-def run_package(package: str, settings: dict[str, Any], size: int | None, retest: bool = False) -> None:
+def run_package(
+    package: str,
+    settings: dict[str, Any],
+    size: int | None,
+    retest: bool = False,
+    budget_s: float | None = None,
+) -> None:
     """Mutate, sample and judge one package; ``retest``: judge again, with the harness as it is now,
     only the sampled mutants that survived the last run (its results move to docs/mutation/before/)."""
     spec = settings["packages"][package]
@@ -294,7 +306,10 @@ def run_package(package: str, settings: dict[str, Any], size: int | None, retest
     print(f"[mutation] {package}: baseline passes in {baseline_s:.1f}s", flush=True)
     meta = {"counts": [total, drawable], "baseline_s": baseline_s, "started": time.time()}
     (BUILD / f"{package}.meta.json").write_text(json.dumps(meta))
-    cosmic_ray("exec", str(cfg), str(session), nice=int(settings["nice"]))
+    if budget_s is not None:
+        budget_s = max(1.0, budget_s - baseline_s)
+    if not cosmic_ray("exec", str(cfg), str(session), nice=int(settings["nice"]), budget_s=budget_s):
+        print(f"[mutation] {package}: time budget spent; the results are partial", flush=True)
     collect(package)
 
 
@@ -476,6 +491,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("packages", nargs="*")
     run.add_argument("--sample", type=int, help="mutants per package (default: each package's sample)")
     run.add_argument("--retest", action="store_true", help="judge only the last run's survivors again")
+    run.add_argument("--budget", type=float, help="seconds per package; then stop, results partial")
     shown = sub.add_parser("report", help="print the scores and the survivors (Markdown)")
     shown.add_argument("--results", type=Path, default=RESULTS, help="a results directory")
     partial = sub.add_parser("collect", help="write a package's results so far (a run cut short)")
@@ -495,7 +511,7 @@ def main(argv: list[str] | None = None) -> int:
     for package in args.packages or list(settings["packages"]):
         if package not in settings["packages"]:
             parser.error(f"unknown package {package!r}; known: {', '.join(settings['packages'])}")
-        run_package(package, settings, args.sample, retest=args.retest)
+        run_package(package, settings, args.sample, retest=args.retest, budget_s=args.budget)
     return 0
 
 
