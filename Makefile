@@ -115,11 +115,13 @@ test: venv
 	exit $$status
 
 # Mutation testing of the backend packages, judged by the conformance suites alone (scripts/mutation.py,
-# docs/sensitivity.md); not part of make test: hours on two cores. PACKAGES=memory,commit runs a few.
+# docs/sensitivity.md); not part of make test: hours on two cores. PACKAGES=memory,commit runs a few;
+# BUDGET=900 stops each package after that many seconds (its results are then marked partial).
 PACKAGES ?=
+BUDGET ?=
 mutation: venv
 	$(BIN)/python -m pip install --quiet -e '.[mutation]'
-	$(BIN)/python scripts/mutation.py run $(subst $(comma), ,$(PACKAGES))
+	$(BIN)/python scripts/mutation.py run $(subst $(comma), ,$(PACKAGES)) $(if $(BUDGET),--budget $(BUDGET))
 	$(BIN)/python scripts/mutation.py report
 
 clean:
