@@ -428,8 +428,11 @@ def triage() -> dict[str, dict[str, str]]:
 
 def tally(summary: dict[str, Any], triaged: dict[str, dict[str, str]]) -> dict[str, int]:
     counts = dict.fromkeys(("run", "killed", "violation", "coverage", "error", "timeout"), 0)
-    counts.update(dict.fromkeys(("equivalent", "outside", "untriaged"), 0))
+    counts.update(dict.fromkeys(("equivalent", "outside", "untriaged", "stillborn"), 0))
     for mutant in summary["mutants"]:
+        if mutant.get("verdict") == "error" and "SyntaxError" in (mutant.get("detail") or ""):
+            counts["stillborn"] += 1  # no program at all (`def f(a, *, b)` -> `def f(a, | b)`)
+            continue
         counts["run"] += 1
         if mutant["outcome"] == "survived":
             verdict = triaged.get(mutant["id"], {}).get("class", "untriaged")
@@ -448,7 +451,8 @@ def markdown_row(summary: dict[str, Any], triaged: dict[str, dict[str, str]]) ->
     in_contract = relevant - c["outside"]
     state = "complete" if summary["complete"] else f"partial ({c['run']} of {summary['sampled']})"
     return (
-        f"| {summary['package']} | {summary['mutants_outside_annotations']} | {c['run']} | "
+        f"| {summary['package']} | {summary['mutants_outside_annotations']} | {c['run']} "
+        f"(+{c['stillborn']} not compiling) | "
         f"{c['killed']} ({c['violation']} violation, {c['coverage']} coverage, {c['error']} error, "
         f"{c['timeout']} timeout) | {c['equivalent']} | {c['outside']} | {c['untriaged']} | "
         f"**{100 * c['killed'] / max(1, relevant):.0f}%** ({100 * low:.0f}-{100 * high:.0f}%) | "
@@ -457,7 +461,7 @@ def markdown_row(summary: dict[str, Any], triaged: dict[str, dict[str, str]]) ->
 
 
 HEADER = (
-    "| package | mutants | run | killed | equivalent | outside | untriaged | killed of non-equivalent "
+    "| package | mutants | run | killed | equivalent | outside | blind spots | killed of non-equivalent "
     "(Wilson 95%) | killed of in-contract | s/mutant | state |\n"
     "|---|---|---|---|---|---|---|---|---|---|---|"
 )
