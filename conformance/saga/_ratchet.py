@@ -16,7 +16,7 @@ from prometheus_client import CollectorRegistry
 from conformance._fresh import fresh as copy
 from conformance._machine import SuiteStats
 from conformance._outage import bounded_sync
-from conformance._violations import HarnessEnvironmentError
+from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga import _world as w
 from conformance.saga._metrics_checks import flatten
 from conformance.saga._port import (
@@ -214,6 +214,16 @@ class RatchetRuntime:
             self.orch_backend,
             lambda tx: (tx.list_instances(), tx.journal(), tx.list_commands(), tx.list_timers()),
         )
+        for row in commands:
+            # The row's definition columns are what retirement is checked against (S-CAT-07): they
+            # must name the definition of the envelope the row holds.
+            if row.definition != row.envelope.definition:
+                raise Violation(
+                    "S-CAT-07",
+                    f"command {row.command_id}'s row names {row.definition}, its envelope "
+                    f"{row.envelope.definition}",
+                    {"command_id": row.command_id},
+                )
         return Observation(
             {r.saga_id: instance_from_row(r) for r in instances},
             tuple(journal_from_row(r) for r in journal),
