@@ -245,6 +245,14 @@ class RatchetRuntime:
         effects, results = read_only(
             self.parts[owner].backend, lambda tx: (tx.list_effects(), tx.list_results())
         )
+        for row in results:
+            # The outbox row is found and marked by its key (S-PART-01): it must be its envelope's id.
+            if row.message_id != row.envelope.message_id:
+                raise Violation(
+                    "S-PART-01",
+                    f"result row {row.message_id} holds the envelope of {row.envelope.message_id}",
+                    {"message_id": row.envelope.message_id},
+                )
         return ParticipantObservation(tuple(e.effect_id for e in effects), tuple(r.envelope for r in results))
 
     def read_metrics(self) -> MetricsObservation:
