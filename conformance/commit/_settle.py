@@ -58,14 +58,12 @@ def own_crash(error: CommitError) -> str | None:
     such a crash after any failed call passed as an excused RECOVERABLE (docs/sensitivity.md).
     """
     seen: set[int] = set()
-    cause = error.__cause__ or error.__context__
-    while cause is not None and id(cause) not in seen:
+    cause = error.__cause__  # an explicit ``raise ... from``: what the committer says it wraps
+    while isinstance(cause, CommitError) and id(cause) not in seen:
         seen.add(id(cause))
-        if not isinstance(cause, MessageStoreError | CommitError):
-            return (
-                f"the committer answered {error.kind.value} over its own {type(cause).__name__}: {cause!r}"[
-                    :300
-                ]
-            )
-        cause = cause.__cause__ or cause.__context__
-    return None
+        cause = cause.__cause__
+    # A MessageStoreError is the store boundary: what a store wraps below it is the store's own.
+    if cause is None or isinstance(cause, MessageStoreError | CommitError):
+        return None
+    found = f"{type(cause).__name__}: {cause!r}"
+    return f"the committer answered {error.kind.value} over its own {found}"[:300]

@@ -44,9 +44,13 @@ def test_a_committer_error_over_its_own_crash_is_named() -> None:
 
 
 def test_a_committer_error_over_a_store_failure_is_no_crash() -> None:
+    """Not even when the store's error wraps its driver's exception: that is below the boundary."""
     try:
         try:
-            raise DOWN
+            try:
+                raise ConnectionError("no host available")
+            except ConnectionError as driver:
+                raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "down") from driver
         except MessageStoreError as failure:
             raise CommitError.recoverable(KEY, "retry") from failure
     except CommitError as error:
