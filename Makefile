@@ -18,6 +18,8 @@ SEED_FLAG := $(if $(filter random,$(SEED)),,--seed $(SEED))
 
 -include mk/services.mk
 
+comma := ,
+.PHONY: mutation
 .PHONY: help venv proto pytest-parallel pytest-timing conformance conformance-kafka conformance-real conformance-live conformance-live-commit conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
 
 help:
@@ -25,6 +27,7 @@ help:
 	@echo "make test         - lint, types, CrossHair, the nasaga host, all tests and suites on real Redis/Cassandra/PostgreSQL/MariaDB"
 	@echo "make conformance-real - every suite on the embedded and real backends (live, then crash)"
 	@echo "make nasaga-host  - build the nasaga host (Rust; hosts/nasaga)"
+	@echo "make mutation     - mutation scores of the backend packages under the suites alone (hours; PACKAGES=memory,commit)"
 	@echo "make services     - install (when missing) and start the real services on loopback"
 	@echo "make services-stop"
 
@@ -151,6 +154,16 @@ test: venv
 	if [ "$${CI:-}" = "true" ]; then $(MAKE) --no-print-directory services-stop || true; \
 	else echo "services left running; stop them with: make services-stop"; fi; \
 	exit $$status
+
+# Mutation testing of the backend packages, judged by the conformance suites alone (scripts/mutation.py,
+# docs/sensitivity.md); not part of make test: hours on two cores. PACKAGES=memory,commit runs a few;
+# BUDGET=900 stops each package after that many seconds (its results are then marked partial).
+PACKAGES ?=
+BUDGET ?=
+mutation: venv
+	$(BIN)/python -m pip install --quiet -e '.[mutation]'
+	$(BIN)/python scripts/mutation.py run $(subst $(comma), ,$(PACKAGES)) $(if $(BUDGET),--budget $(BUDGET))
+	$(BIN)/python scripts/mutation.py report
 
 clean:
 	rm -rf $(REPORTS) .mypy_cache .ruff_cache .pytest_cache

@@ -24,12 +24,12 @@ from conformance import _signals
 from conformance._failures import FailureFile
 from conformance._faults import ALL_FAULTS, FaultFilter, fault_targets
 from conformance._journal import Journal
-from conformance._machine import BudgetSpent, RunContext, StoppedByPeer
+from conformance._machine import BudgetSpent, RunContext, StoppedByPeer, SuiteStats
 from conformance._minimize import minimize
 from conformance._outage import BackendLost, outage_reason
 from conformance._progress import Progress
 from conformance._report import FailureSummary, Report, SuiteResult, Verdict
-from conformance._settings import hypothesis_settings
+from conformance._settings import PROFILES, hypothesis_settings
 from conformance._signals import RunInterrupted
 from conformance._suites import FAMILIES, BackendUnderTest, Suite, suite_named
 from conformance._violations import CoverageGap, HarnessEnvironmentError, Violation
@@ -166,6 +166,15 @@ def run_matrix(
                 f"{result.stats.steps} steps, {result.elapsed_s:.1f}s{budget}"
             )
         journal.finish(result)
+        if result.verdict is not Verdict.PASS and _fails_fast(options.profile):
+            # The mutation profile wants one verdict, not all of them: the rest are not run.
+            for later_backend, later_suite in pairs[index + 1 :]:
+                journal.finish(
+                    SuiteResult(
+                        later_backend.name, later_suite.name, Verdict.NOT_RUN, SuiteStats(), 0.0, None
+                    )
+                )
+            break
     return journal.report(_signals.pending())
 
 
@@ -324,7 +333,7 @@ def run_suite(
             lines = traceback.format_exception(exc)
             return result(Verdict.ERROR, error=f"the harness failed: {exc!r}\n{''.join(lines[-12:])}")
         flaky = not isinstance(exc, Violation)
-        if options.minimize:
+        if options.minimize and _shrinks(options.profile):
             # If the backend goes away while replaying, Hypothesis's program stands.
             try:
                 with contextlib.suppress(HarnessEnvironmentError):
@@ -353,6 +362,16 @@ def run_suite(
     )
     verdict = Verdict.COVERAGE if gaps and options.coverage_gate else Verdict.PASS
     return result(verdict, coverage_gaps=gaps, coverage_targets=len(targets), demanded=tuple(sorted(targets)))
+
+
+def _shrinks(profile: str) -> bool:
+    known = PROFILES.get(profile)
+    return known is None or known.shrink
+
+
+def _fails_fast(profile: str) -> bool:
+    known = PROFILES.get(profile)
+    return known is not None and known.fail_fast
 
 
 def _violation_in(exc: BaseException) -> Violation | None:

@@ -1,4 +1,5 @@
-"""Hypothesis settings profiles for conformance runs: ``ci`` (a CI gate) and ``deep`` (a soak).
+"""Hypothesis settings profiles for conformance runs: ``ci`` (a CI gate), ``deep`` (a soak) and
+``mutation`` (the fast verdict ``make mutation`` asks of each mutant).
 
 The profiles are registered with Hypothesis as ``ratchet-ci`` and ``ratchet-deep`` (Hypothesis
 itself loads a profile named ``ci`` when CI is set, so ours are prefixed) and looked up by name;
@@ -6,6 +7,10 @@ nothing here changes the global default profile.
 
 ``ci`` is sized so that ``make conformance`` (two suites on memory and fakeredis) finishes in about
 a minute and a Cassandra run in a few minutes, while still reaching every fault kind and point.
+
+``mutation`` (docs/sensitivity.md) runs each mutant of a backend package against the suites: fewer
+and shorter programs, no shrinking and no minimizing pass (a mutant needs a verdict, not a minimal
+program), and the run stops at the first suite that did not pass (``Profile.fail_fast``).
 """
 
 from __future__ import annotations
@@ -29,6 +34,10 @@ class Profile:
     max_examples: int  # per (backend, suite)
     stateful_step_count: int  # steps per example, at most
     description: str
+    #: Shrink a failure (Hypothesis's shrink phase, then the runner's 1-minimal pass).
+    shrink: bool = True
+    #: Stop the run at the first suite that did not pass; the rest are reported not-run.
+    fail_fast: bool = False
 
 
 PROFILES: dict[str, Profile] = {
@@ -36,12 +45,21 @@ PROFILES: dict[str, Profile] = {
     for p in (
         Profile("ci", 200, 40, "a CI gate: every fault reached, about a minute on embedded backends"),
         Profile("deep", 2000, 100, "a soak: many more and longer programs; minutes to hours"),
+        Profile(
+            "mutation",
+            60,
+            30,
+            "one mutant's verdict: short programs, no shrinking, stop at the first failed suite",
+            shrink=False,
+            fail_fast=True,
+        ),
     )
 }
 
 # No explain phase: it re-runs the minimal example many times to annotate it, and our programs
 # already name the rule that broke.
 _PHASES = (Phase.explicit, Phase.reuse, Phase.generate, Phase.target, Phase.shrink)
+_NO_SHRINK = tuple(p for p in _PHASES if p is not Phase.shrink)
 
 for _profile in PROFILES.values():
     settings.register_profile(
@@ -52,7 +70,7 @@ for _profile in PROFILES.values():
         suppress_health_check=list(HealthCheck),
         report_multiple_bugs=False,
         print_blob=True,
-        phases=_PHASES,
+        phases=_PHASES if _profile.shrink else _NO_SHRINK,
         database=None,
     )
 

@@ -57,6 +57,8 @@ if TYPE_CHECKING:
 
 EXIT_OK, EXIT_VIOLATION, EXIT_USAGE = 0, 1, 2
 DEFAULT_DATABASE = Path(".ratchet/examples")
+# conformance._settings.PROFILES' names, spelled here so that parsing imports no Hypothesis.
+PROFILE_NAMES = ("ci", "deep", "mutation")
 # Flags whose values may start with "-" (a fault filter that drops one: --faults -crash).
 DASH_VALUE_FLAGS = ("--faults",)
 
@@ -118,7 +120,12 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--suite", type=_csv, default=None, help="suites, comma-separated (default: store,commit)"
     )
-    parser.add_argument("--profile", default="ci", choices=("ci", "deep"), help="ci (default) or deep")
+    parser.add_argument(
+        "--profile",
+        default="ci",
+        choices=PROFILE_NAMES,
+        help="ci (default), deep, or mutation (make mutation: no shrinking, stop at the first failed suite)",
+    )
     parser.add_argument("--examples", type=positive_int, default=None, help="examples per backend and suite")
     parser.add_argument("--steps", type=positive_int, default=None, help="steps per example, at most")
     parser.add_argument("--seed", type=int, default=None, help="Hypothesis seed (default: random, reported)")

@@ -128,7 +128,7 @@ LONG_MODULES = {
     "conformance/commit/_oracle.py": 660,
     # The commit machine's core rules; readiness, quota and the directed walks are rule groups of
     # their own (_readiness_rules, _quota_rules, _directed); send/resume/recover are next.
-    "conformance/commit/_commit_machine.py": 560,
+    "conformance/commit/_commit_machine.py": 570,
 }
 MODULE_LIMIT = 500
 

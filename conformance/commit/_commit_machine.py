@@ -47,10 +47,11 @@ from conformance.commit._oracle import HaltExample, ObservedStore
 from conformance.commit._outbox import ObservedOutbox, OutboxOracle
 from conformance.commit._quota_rules import QuotaRules
 from conformance.commit._readiness_rules import ReadinessRules
+from conformance.commit._settle import own_crash
 from conformance.commit._store_machine import CONVERSATIONS, KEYS, STORE_FAULTS, VARIANTS, CommitWorld
 from conformance.commit._target import CommitTarget
 from impls.api import ListableOutbox, MessageStore, Outbox
-from impls.commit import MessageCommitter, Quota
+from impls.commit import CommitRecovery, MessageCommitter, Quota
 from model.commit import (
     MAX_SCAN_ITEMS,
     CommitError,
@@ -193,6 +194,8 @@ class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
                 error=repr(error)[:300],
             ).violation
         if isinstance(error, CommitError):
+            if own_crash(error):  # a bug of the committer's own, not a store or outbox failure
+                raise self.oracle.fail("C-ERR-02", own_crash(error) or "", error=repr(error)[:300]).violation
             self.context.reach("rule:C-ERR-02")
             kind = error.kind.value
             if error.kind is CommitErrorKind.RECOVERABLE:
@@ -370,16 +373,21 @@ class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
 
     # --- recovery, the world, faults -------------------------------------------------------------
 
-    @rule(age=st.sampled_from(("everything", "older-than-5s")))
+    @rule(age=st.sampled_from(("everything", "older-than-5s")), batch=st.sampled_from((None, 1, 2)))
     @step
-    def recover(self, age: str) -> None:
-        """A recovery sweep: every due intent is resumed from its stored facts (C-POST-02)."""
-        older_than = self.now + 1 if age == "everything" else self.now - 5_000
+    def recover(self, age: str, batch: int | None) -> None:
+        """A recovery sweep: every due intent is resumed from its stored facts (C-POST-02); with a
+        ``batch``, the shipped ``CommitRecovery`` sweeps (minimum age 0 or 5 s) in batches that size."""
+        min_age = 0 if age == "everything" else 5_000
+        older_than = self.now + 1 if batch is None and age == "everything" else self.now - min_age
         due = model_scan(self.oracle.state, older_than, MAX_SCAN_ITEMS)
         assert isinstance(due, list)
         before = self.oracle.disturbances
         committer = self.committer()
-        outcome = self.drive(lambda gate: committer.recover_due(older_than, MAX_SCAN_ITEMS))
+        sweep = CommitRecovery(committer, self, min_age_ms=min_age, batch=batch) if batch else None
+        outcome = self.drive(
+            lambda gate: sweep.run_once() if sweep else committer.recover_due(older_than, MAX_SCAN_ITEMS)
+        )
         self.context.inject(RECOVERY_SWEEP.name)
         disturbed = self.oracle.disturbances > before
         if isinstance(outcome.error, WorkerKilled):
@@ -520,6 +528,7 @@ class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
         if self.oracle.state.commits:
             self.context.reach("quiescent-all-committed")
         store = ObservedStore(self.oracle)
+        self.become_quiescent(store)
         self.call(store.scan_recoverable_commits(self.now + 1, MAX_SCAN_ITEMS))
         self.read_all_history(store)
 

@@ -22,6 +22,8 @@ harness runs) goes: gate (the scheduler's turn) -> armed fault -> model -> real 
   OUTBOXED with the publication. So for such a store the state after the first step alone is
   legal too, and the model adopts it; on an atomic store it is a partial write (C-POST-05).
 * A refused write (the model expected an error and got it) is read back too: nothing may change.
+* Every argument reaches the real store as a fresh copy (``conformance._fresh``): equal to the
+  model's, never the same object, as values decoded off a wire are.
 * A divergence raises ``HaltExample``, a ``BaseException`` carrying the ``Violation``: a committer
   turns any ``Exception`` from its store into ``CommitError``, and must not swallow our verdict.
 
@@ -37,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from conformance._faults import CallSite, FaultKind
+from conformance._fresh import fresh
 from conformance._machine import RunContext
 from conformance._outage import bounded
 from conformance._violations import HarnessEnvironmentError, Violation
@@ -49,6 +52,7 @@ from conformance.commit._judge import (
     verdict,
 )
 from conformance.commit._leaks import leaked, vocabulary
+from conformance.commit._settle import never_settled, retry_uncertain, uncertain
 from conformance.commit._vocabulary import key_name
 from impls.api import InMemoryMembership, MessageStore
 from model.commit import (
@@ -156,6 +160,8 @@ class StoreOracle:
         # Set while the harness itself has the backend down (a server it killed is restarting):
         # a read-back awaits it instead of taking the outage for the backend's fault.
         self.outage: Callable[[], Awaitable[None]] | None = None
+        # Set at quiescence (faults disarmed, readiness answered): a read must settle (_settle).
+        self.quiescent = False
 
     # --- verdicts -------------------------------------------------------------------------
 
@@ -297,6 +303,12 @@ class StoreOracle:
         taken = self.take_fault(label, key, write=False)
         expected = model(self.state)
         actual = await self.call_backend(op, key, real, taken)
+        if self.quiescent and uncertain(actual):  # C-PRE-06: at quiescence a read must settle
+            attempts = _SETTLE_ATTEMPTS if self.wire is None else _WIRE_SETTLE_ATTEMPTS
+            retry = lambda: self.call_real(op, key, real)  # noqa: E731
+            actual = await retry_uncertain(retry, actual, attempts, self.wire is not None, self.outage)
+            if isinstance(actual, MessageStoreError) and uncertain(actual):
+                raise self.fail("C-PRE-06", never_settled(op, actual, attempts), op=op)
         self.note(f"{label} -> {show(actual)}   [model: {show(expected)}]")
         if isinstance(actual, MessageStoreError) and actual.kind.is_uncertain:
             self.disturbances += 1
@@ -533,7 +545,7 @@ class ObservedStore:
             request.commit_key,
             request.conversation,
             lambda s: model_reserve(s, request, delivery, candidate),
-            lambda: self._real.reserve(request, delivery, candidate),
+            lambda: self._real.reserve(*fresh((request, delivery, candidate))),
         )
         self._seen(request.commit_key, result)
         return result
@@ -545,7 +557,7 @@ class ObservedStore:
             intent.key,
             intent.conversation,
             lambda s: model_put_record(s, intent),
-            lambda: self._real.put_record(intent),
+            lambda: self._real.put_record(fresh(intent)),
         )
 
     async def mark_outbox_published(self, intent: CommitIntent, publication: OutboxPublication) -> None:
@@ -557,7 +569,7 @@ class ObservedStore:
             intent.key,
             intent.conversation,
             lambda s: model_mark_outbox_published(s, intent, publication),
-            lambda: self._real.mark_outbox_published(intent, publication),
+            lambda: self._real.mark_outbox_published(*fresh((intent, publication))),
         )
 
     async def mark_published_and_committed(
@@ -578,7 +590,7 @@ class ObservedStore:
             intent.key,
             intent.conversation,
             lambda s: model_mark_published_and_committed(s, intent, publication),
-            lambda: self._real.mark_published_and_committed(intent, publication),
+            lambda: self._real.mark_published_and_committed(*fresh((intent, publication))),
             # C-POST-06: the default path may stop after its first step, leaving OUTBOXED
             None if atomic else (lambda s: model_mark_outbox_published(s, intent, publication)),
         )
@@ -590,7 +602,7 @@ class ObservedStore:
             intent.key,
             intent.conversation,
             lambda s: model_mark_committed(s, intent),
-            lambda: self._real.mark_committed(intent),
+            lambda: self._real.mark_committed(fresh(intent)),
         )
 
     async def load_commit(self, key: CommitKey, conversation_id: ConversationId) -> LoadedCommit | None:
@@ -599,7 +611,7 @@ class ObservedStore:
             "load_commit",
             key,
             lambda s: model_load_commit(s, key, conversation_id),
-            lambda: self._real.load_commit(key, conversation_id),
+            lambda: self._real.load_commit(*fresh((key, conversation_id))),
         )
         self._seen(key, result)
         return result
@@ -610,7 +622,7 @@ class ObservedStore:
             "load_commit_for_request",
             request.commit_key,
             lambda s: model_load_commit_for_request(s, request),
-            lambda: self._real.load_commit_for_request(request),
+            lambda: self._real.load_commit_for_request(fresh(request)),
         )
         self._seen(request.commit_key, result)
         return result
@@ -623,7 +635,7 @@ class ObservedStore:
             "scan_recoverable_commits",
             None,
             lambda s: model_scan(s, older_than, max_items),
-            lambda: self._real.scan_recoverable_commits(older_than, max_items),
+            lambda: self._real.scan_recoverable_commits(*fresh((older_than, max_items))),
         )
 
     async def history_page(self, query: HistoryQuery) -> HistoryPage:
@@ -633,7 +645,7 @@ class ObservedStore:
             "history_page",
             None,
             lambda s: model_history_page(s, query, members),
-            lambda: self._real.history_page(query),
+            lambda: self._real.history_page(fresh(query)),
         )
 
     async def readiness(self) -> None:

@@ -22,6 +22,7 @@ import contextlib
 from collections.abc import Awaitable
 from typing import Any
 
+import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, initialize, multiple, rule
 
@@ -35,7 +36,16 @@ from conformance.commit._legacy_rules import LegacyRules
 from conformance.commit._oracle import HaltExample, ObservedStore, StoreOracle
 from conformance.commit._target import CommitTarget
 from impls.api import InMemoryMembership, MessageStore
-from model.commit import MAX_SCAN_ITEMS, CommitIntent, CommitKey, CommitStage, MessageStoreError
+from model.commit import (
+    MAX_SCAN_ITEMS,
+    CommitIntent,
+    CommitKey,
+    CommitStage,
+    HistoryPage,
+    HistoryQuery,
+    MessageStoreError,
+)
+from model.commit import history_page as model_history_page
 
 KEYS = st.sampled_from(v.KEYS)
 # The store level plays on fewer keys than the commit level: repeats and conflicts need collisions.
@@ -49,6 +59,8 @@ INVALID_CALLS = (
     f"scan:{MAX_SCAN_ITEMS + 1}",
     *(f"history:{p}" for p in v.HISTORY_PROBLEMS),
 )
+# Byte budgets at the edge of a page (``StoreMachine._byte_fit``).
+BYTE_FITS = ("fit-1", "fit", "fit+1")
 STORE_FAULTS = {RESPONSE_LOST.name: RESPONSE_LOST, FAILED_BEFORE.name: FAILED_BEFORE}
 
 
@@ -126,7 +138,21 @@ class CommitWorld(ConformanceMachine):
         if self.oracle.touched:
             self.call(self.observe_touched())
 
+    def become_quiescent(self, store: ObservedStore) -> None:
+        """Faults are disarmed: once readiness answers, every read must settle (C-PRE-06)."""
+
+        async def ready() -> bool:
+            try:
+                await store.readiness()
+            except MessageStoreError:
+                return False
+            return True
+
+        self.oracle.quiescent = bool(self.call(ready()))
+
     def read_all_history(self, store: ObservedStore) -> None:
+        """Every conversation's history, now and a day later; now also in both directions with the
+        byte budget at the edge of the first two entries (``_byte_fit``, C-POST-11)."""
         for tenant, conversation in sorted(self.oracle.state.history):
             members = sorted(self.membership.snapshot(tenant, conversation))
             if not members:
@@ -134,6 +160,33 @@ class CommitWorld(ConformanceMachine):
             for as_of in (self.now, self.now + v.DAY_MS):
                 query = v.history_query(tenant, conversation, members[0], "after", None, 100, 1 << 20, as_of)
                 self.call(store.history_page(query))
+            for direction in ("before", "after"):
+                unbounded = v.history_query(
+                    tenant, conversation, members[0], direction, None, 100, 1 << 20, self.now
+                )
+                for fit in ("fit-1", "fit"):
+                    budget = self._byte_fit(unbounded, fit)
+                    self.call(store.history_page(attrs.evolve(unbounded, max_bytes=budget)))
+                self.walk_history(store, attrs.evolve(unbounded, limit=1))
+
+    def walk_history(self, store: ObservedStore, query: HistoryQuery) -> None:
+        """A reader paging one entry at a time, each page anchored at the last one's sequence: every
+        page is judged against the model's (anchors, direction, has_more; C-POST-11)."""
+        for _ in range(2 * len(v.KEYS)):
+            page = self.call(store.history_page(query))
+            if not isinstance(page, HistoryPage) or not page.entries or not page.has_more:
+                return
+            query = attrs.evolve(query, anchor=page.entries[-1].coordinates.conversation_seq)
+
+    def _byte_fit(self, unbounded: HistoryQuery, fit: str) -> int:
+        """C-POST-11 at its edge: the bodies of the page's first two entries exactly, one byte less
+        (the second no longer fits) or one more; fixed budgets rarely land on a sum of body sizes."""
+        members = self.membership.snapshot(unbounded.tenant, unbounded.conversation)
+        page = model_history_page(self.oracle.state, unbounded, members)
+        if isinstance(page, MessageStoreError) or not page.entries:
+            return unbounded.max_bytes
+        exact = sum(len(entry.body) for entry in page.entries[:2])
+        return max(1, exact + {"fit-1": -1, "fit": 0, "fit+1": 1}[fit])
 
     def close(self) -> None:
         if self.real is not None:
@@ -246,7 +299,9 @@ class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
         op=st.sampled_from(
             ("put_record", "mark_outbox_published", "mark_published_and_committed", "mark_committed")
         ),
-        key=STORE_KEYS,
+        # Mostly a key that exists, in whatever stage it reached: a wrong intent for a key nobody
+        # reserved only meets NOT_FOUND, never the comparison with the stored intent.
+        key=st.one_of(reserved, STORE_KEYS),
         intent=st.sampled_from(v.INTENT_VARIANTS[1:]),
     )
     @step
@@ -298,19 +353,24 @@ class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
         direction=st.sampled_from(("before", "after")),
         anchor=st.sampled_from(v.ANCHORS),
         limit=st.sampled_from(v.LIMITS),
-        max_bytes=st.sampled_from(v.BYTE_LIMITS),
+        max_bytes=st.one_of(st.sampled_from(v.BYTE_LIMITS), st.sampled_from(BYTE_FITS)),
     )
     @step
     def history_page(
-        self, key: str, actor: str, direction: str, anchor: int | None, limit: int, max_bytes: int
+        self, key: str, actor: str, direction: str, anchor: int | None, limit: int, max_bytes: int | str
     ) -> None:
-        """A page of the conversation a reserved key was sent to (C-PRE-05, C-POST-11)."""
+        """A page of the conversation a reserved key was sent to (C-PRE-05, C-POST-11); the byte
+        budget is a fixed one or one at the edge of what the page holds (``BYTE_FITS``)."""
         commit_key = v.parse_key(key)
         conversation = self.oracle.conversation_of.get(commit_key, v.home_conversation(commit_key))
-        query = v.history_query(
-            commit_key.tenant, conversation, actor, direction, anchor, limit, max_bytes, self.now
-        )
-        self.call(self.store.history_page(query))
+
+        def query(budget: int) -> HistoryQuery:
+            return v.history_query(
+                commit_key.tenant, conversation, actor, direction, anchor, limit, budget, self.now
+            )
+
+        budget = max_bytes if isinstance(max_bytes, int) else self._byte_fit(query(1 << 20), max_bytes)
+        self.call(self.store.history_page(query(budget)))
 
     # --- the world -----------------------------------------------------------------------------
 
@@ -357,7 +417,7 @@ class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
         """Every key reads back as the model holds it; the recovery candidates are exactly the model's;
         every conversation's history reads as the model's now and a day later (expiry, C-POST-05)."""
         self.oracle.arm(None)
-        self.call(self.store.readiness())
+        self.become_quiescent(self.store)
         for key in sorted(self.oracle.conversation_of, key=CommitKey.sort_key):
             self.call(self.oracle.observe(key))
         self.call(self.store.scan_recoverable_commits(self.now + 1, MAX_SCAN_ITEMS))

@@ -53,7 +53,14 @@ VARIANTS = ("same", "conversation", "device", "content", "mentions", "reply", "t
 CONFLICT_VARIANTS = VARIANTS[1:]
 
 # How a transition's intent differs from the reserved one (C-PRE-02, C-POST-03).
-INTENT_VARIANTS = ("reserved", "other-coordinates", "other-record", "other-delivery", "unknown-key")
+INTENT_VARIANTS = (
+    "reserved",
+    "other-coordinates",
+    "other-record",
+    "other-delivery",
+    "other-conversation",  # record and delivery moved to the other conversation, identity kept
+    "unknown-key",
+)
 
 PUBLICATIONS = ("p1", "p2")
 
@@ -206,6 +213,12 @@ def intent_variant(intent: CommitIntent, variant: str) -> CommitIntent:
             d.conversation, (*d.recipients, "zed"), d.membership_version + 1, d.retention_ms
         )
         return CommitIntent(intent.key, intent.identity, intent.coordinates, intent.record, changed_delivery)
+    if variant == "other-conversation":
+        r, d = intent.record, intent.delivery
+        elsewhere = other_conversation(r.conversation)
+        moved = MessageRecord(r.key, elsewhere, r.device, r.content, r.mentions, r.reply_to)
+        moved_delivery = FrozenDeliveryInput(elsewhere, d.recipients, d.membership_version, d.retention_ms)
+        return CommitIntent(intent.key, intent.identity, intent.coordinates, moved, moved_delivery)
     return intent
 
 

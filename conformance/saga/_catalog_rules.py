@@ -59,7 +59,15 @@ class CatalogRules(SagaMachineBase):
 
     @rule(
         op=st.sampled_from(
-            ["republish", "republish", "invalid", "activate_upload", "plant_invalid", "query"]
+            [
+                "republish",
+                "republish",
+                "invalid",
+                "activate_upload",
+                "plant_invalid",
+                "query",
+                "route_then_activate",
+            ]
         ),
         index=indexes,
     )
@@ -82,7 +90,14 @@ class CatalogRules(SagaMachineBase):
             rule_id = "S-DEF-01" if op == "invalid" else "S-CAT-03"
             self.expect(rule_id, expected, self.runtime.publish_definition(artifact, digest))
             self.context.reach(f"publish:{type(expected).__name__}")
-        elif op == "activate_upload" or (op == "plant_invalid" and not self.caps.raw_route_rows):
+        elif op == "route_then_activate" and self.caps.routes:
+            # A valid route on the candidate must not block its activation (S-ROUTE-04's other side).
+            route = self._capability_key("upload", 0, w.REPLICAS[index % len(w.REPLICAS)])
+            self._register(route, index % w.VALID_SHAPES, route.owner, w.ROUTE_LEASE_MS, "committed")
+            self._lifecycle(w.UPLOAD_KEY, m.LifecycleAction.ACTIVATE)
+        elif op in ("activate_upload", "route_then_activate") or (
+            op == "plant_invalid" and not self.caps.raw_route_rows
+        ):
             self._lifecycle(w.UPLOAD_KEY, m.LifecycleAction.ACTIVATE)
         elif op == "plant_invalid":
             if self._plant_invalid_route(index):
@@ -131,6 +146,7 @@ class CatalogRules(SagaMachineBase):
         stranger=foreign,
         fate=fates,
         pair=st.booleans(),
+        usurp=st.sampled_from((False, False, False, True)),
     )
     @step
     def register_route(
@@ -142,13 +158,19 @@ class CatalogRules(SagaMachineBase):
         stranger: bool,
         fate: str,
         pair: bool,
+        usurp: bool,
     ) -> None:
         """A replica (re-)registers its route (S-ROUTE-01..08, S-CAT-09); a lost answer is re-tried.
 
         With ``pair`` the step's other replica registers next, at the next valid address: two
         distinct targets of one step, which single-route selection must not collapse (S-ROUTE-12).
+        With ``usurp`` the key names the other owner for the step, and that owner asks: the principal
+        matches the key but not the step, still OWNER_MISMATCH.
         """
         key = self._capability_key(definition, step_index, replica)
+        if usurp:
+            key = attrs.evolve(key, owner=w.OWNERS[1 - w.OWNERS.index(key.owner)])
+            stranger = False
         self._register(key, shape, self._principal(key, stranger), w.ROUTE_LEASE_MS, fate)
         if pair:
             other = attrs.evolve(key, replica=w.REPLICAS[1 - w.REPLICAS.index(replica)])

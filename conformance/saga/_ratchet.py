@@ -2,7 +2,8 @@
 
 The orchestrator and each participant get their own backend on their own namespace (they are
 separate services in the seed). The runtime stores the model's own values, so ``project`` is the
-identity and every read-back is compared in full.
+identity and every read-back is compared in full. Every argument reaches the runtime as a fresh
+copy (``conformance._fresh``), as values decoded off a wire would: equal, never the same object.
 """
 
 from __future__ import annotations
@@ -12,9 +13,10 @@ from typing import Any, cast
 
 from prometheus_client import CollectorRegistry
 
+from conformance._fresh import fresh as copy
 from conformance._machine import SuiteStats
 from conformance._outage import bounded_sync
-from conformance._violations import HarnessEnvironmentError
+from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga import _world as w
 from conformance.saga._metrics_checks import flatten
 from conformance.saga._port import (
@@ -125,31 +127,31 @@ class RatchetRuntime:
     # -- catalog and routes
 
     def publish_definition(self, artifact: m.DefinitionArtifact, digest: str) -> object:
-        return self.orch.publish_definition(artifact, digest)
+        return self.orch.publish_definition(copy(artifact), copy(digest))
 
     def change_lifecycle(self, change: m.ChangeLifecycle, now_ms: int) -> object:
-        return self.orch.change_lifecycle(change, now_ms)
+        return self.orch.change_lifecycle(copy(change), copy(now_ms))
 
     def query_definition(self, key: m.DefinitionKey) -> object:
-        return self.orch.query_definition(key)
+        return self.orch.query_definition(copy(key))
 
     def release_instance(self, saga_id: str) -> object:
-        return self.orch.release_instance(saga_id)
+        return self.orch.release_instance(copy(saga_id))
 
     def register_capability(self, request: m.RegisterCapability) -> object:
-        return self.orch.register_capability(request)
+        return self.orch.register_capability(copy(request))
 
     def renew_capability(self, request: m.RenewCapability) -> object:
-        return self.orch.renew_capability(request)
+        return self.orch.renew_capability(copy(request))
 
     def select_capability_routes(self, query: m.RouteQuery, now_ms: int) -> object:
-        return self.orch.select_capability_routes(query, now_ms)
+        return self.orch.select_capability_routes(copy(query), copy(now_ms))
 
     def select_capability_route(self, query: m.RouteQuery, now_ms: int) -> object:
-        return self.orch.select_capability_route(query, now_ms)
+        return self.orch.select_capability_route(copy(query), copy(now_ms))
 
     def catalog_snapshot(self, now_ms: int) -> object:
-        return self.orch.catalog_snapshot(now_ms)
+        return self.orch.catalog_snapshot(copy(now_ms))
 
     def plant_route(self, route: m.CapabilityRoute) -> None:
         tx = self.orch_backend.begin()
@@ -159,7 +161,7 @@ class RatchetRuntime:
     # -- starts
 
     def start_saga(self, request: m.StartSaga, now_ms: int, revoked_at: int | None) -> object:
-        return self.orch.start_saga(request, now_ms, m.Eligibility(revoked_at).holds_at)
+        return self.orch.start_saga(copy(request), copy(now_ms), m.Eligibility(revoked_at).holds_at)
 
     def start_saga_joined(self, request: m.StartSaga, now_ms: int, revoked_at: int | None) -> object:
         """The harness is the host whose transaction the start joins: it owns the COMMIT (under
@@ -167,7 +169,7 @@ class RatchetRuntime:
         holds_at = m.Eligibility(revoked_at).holds_at
 
         def outer(tx: Any) -> Keep[m.StartOutcome] | Discard[m.StartOutcome]:
-            outcome = self.orch.start_saga_joined(tx, request, now_ms, holds_at)
+            outcome = self.orch.start_saga_joined(tx, copy(request), copy(now_ms), holds_at)
             return Keep(outcome) if isinstance(outcome, m.Started) else Discard(outcome)
 
         return run_unit(self.orch_backend, "host", outer, self._fates)
@@ -178,22 +180,22 @@ class RatchetRuntime:
         return self.orch.pending_commands()
 
     def mark_command_published(self, command_id: str) -> None:
-        self.orch.mark_command_published(command_id)
+        self.orch.mark_command_published(copy(command_id))
 
     def handle_result(self, envelope: m.ResultEnvelope, producer: str, now_ms: int) -> object:
-        return self.orch.handle_result(envelope, producer, now_ms)
+        return self.orch.handle_result(copy(envelope), copy(producer), copy(now_ms))
 
     def claim_timer(self, timer_id: str, worker: str, now_ms: int, lease_ms: int) -> object:
-        return self.orch.claim_timer(timer_id, worker, now_ms, lease_ms)
+        return self.orch.claim_timer(copy(timer_id), copy(worker), copy(now_ms), copy(lease_ms))
 
     def fire_timer(self, timer_id: str, token: int, now_ms: int) -> object:
-        return self.orch.fire_timer(timer_id, token, now_ms)
+        return self.orch.fire_timer(copy(timer_id), copy(token), copy(now_ms))
 
     def renew_timer(self, timer_id: str, token: int, now_ms: int, lease_ms: int) -> object:
-        return self.orch.renew_timer(timer_id, token, now_ms, lease_ms)
+        return self.orch.renew_timer(copy(timer_id), copy(token), copy(now_ms), copy(lease_ms))
 
     def release_timer(self, timer_id: str, token: int, now_ms: int) -> object:
-        return self.orch.release_timer(timer_id, token, now_ms)
+        return self.orch.release_timer(copy(timer_id), copy(token), copy(now_ms))
 
     # -- management and the business query API
 
@@ -214,13 +216,13 @@ class RatchetRuntime:
     def handle_command(
         self, owner: str, command: m.CommandEnvelope, producer: str, decision: m.Decision
     ) -> object:
-        return self.parts[owner].handle_command(command, producer, decision)
+        return self.parts[owner].handle_command(copy(command), copy(producer), copy(decision))
 
     def pending_results(self, owner: str) -> tuple[m.ResultEnvelope, ...]:
         return self.parts[owner].pending_results()
 
     def mark_result_published(self, owner: str, message_id: str) -> None:
-        self.parts[owner].mark_result_published(message_id)
+        self.parts[owner].mark_result_published(copy(message_id))
 
     # -- read-backs: the backends' rows, raw
 
@@ -229,6 +231,16 @@ class RatchetRuntime:
             self.orch_backend,
             lambda tx: (tx.list_instances(), tx.journal(), tx.list_commands(), tx.list_timers()),
         )
+        for row in commands:
+            # The row's definition columns are what retirement is checked against (S-CAT-07): they
+            # must name the definition of the envelope the row holds.
+            if row.definition != row.envelope.definition:
+                raise Violation(
+                    "S-CAT-07",
+                    f"command {row.command_id}'s row names {row.definition}, its envelope "
+                    f"{row.envelope.definition}",
+                    {"command_id": row.command_id},
+                )
         return Observation(
             {r.saga_id: instance_from_row(r) for r in instances},
             tuple(journal_from_row(r) for r in journal),
@@ -250,6 +262,14 @@ class RatchetRuntime:
         effects, results = read_only(
             self.parts[owner].backend, lambda tx: (tx.list_effects(), tx.list_results())
         )
+        for row in results:
+            # The outbox row is found and marked by its key (S-PART-01): it must be its envelope's id.
+            if row.message_id != row.envelope.message_id:
+                raise Violation(
+                    "S-PART-01",
+                    f"result row {row.message_id} holds the envelope of {row.envelope.message_id}",
+                    {"message_id": row.envelope.message_id},
+                )
         return ParticipantObservation(tuple(e.effect_id for e in effects), tuple(r.envelope for r in results))
 
     def read_metrics(self) -> MetricsObservation:
