@@ -20,7 +20,7 @@ SEED_FLAG := $(if $(filter random,$(SEED)),,--seed $(SEED))
 
 comma := ,
 .PHONY: mutation
-.PHONY: help venv proto pytest-parallel pytest-timing conformance conformance-kafka conformance-real conformance-live conformance-live-commit conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
+.PHONY: help venv proto pytest-parallel pytest-timing conformance conformance-kafka conformance-real conformance-live conformance-live-commit conformance-live-cql conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
 
 help:
 	@echo "make conformance  - conformance suites on the embedded backends (memory, fakeredis, sqlite; transport on fakeredis + loopback gRPC)"
@@ -91,24 +91,26 @@ pytest-timing: venv
 	$(BIN)/pytest -q $(PYTEST_FLAGS) -m "timing or after_suites" --junitxml=$(REPORTS)/pytest-timing.xml
 
 # Every registered suite on the embedded and real backends, in parts. The live suites leave the
-# servers running: conformance-live-commit (store, commit, transport) and conformance-live-saga
-# (saga) may run side by side with each other and with pytest. conformance-crash runs the
-# durability suites, which kill -9 and restart the project's servers (scripts/services): nothing
-# that uses those servers may run beside it. Each backend runs the suites of its family only.
+# servers running: conformance-live-commit (store, commit, transport), conformance-live-cql and
+# conformance-live-saga (saga) may run side by side with each other and with pytest.
+# conformance-crash runs the durability suites, which kill -9 and restart the project's servers
+# (scripts/services): nothing that uses those servers may run beside it. Each backend runs the suites of its family only.
 # conformance-real is all of it, one part after the other.
 # The backend groups come from the registry (conformance/backends.py: embedded = no server, real =
 # a server `make services` starts; the built runtimes run in conformance-nasaga).
 REAL_BACKENDS := embedded,real,-kafka
-LIVE_SUITES_commit := store,commit,transport
-LIVE_SUITES_saga := saga
 CRASH_SUITES := durability,saga-durability
 conformance-real: conformance-live conformance-crash conformance-kafka
-conformance-live: conformance-live-commit conformance-live-saga
+conformance-live: conformance-live-commit conformance-live-cql conformance-live-saga
 
-conformance-live-commit conformance-live-saga: conformance-live-%: venv proto
+# Three parts that run side by side: Cassandra's lightweight transactions make its suites the
+# longest, so they have a phase of their own.
+LIVE_commit := --backend $(REAL_BACKENDS),-cql --suite store,commit,transport
+LIVE_cql := --backend cql --suite store,commit
+LIVE_saga := --backend $(REAL_BACKENDS) --suite saga
+conformance-live-commit conformance-live-cql conformance-live-saga: conformance-live-%: venv proto
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --backend $(REAL_BACKENDS) --suite $(LIVE_SUITES_$*) \
-		--profile $(PROFILE) $(SEED_FLAG) \
+	$(BIN)/conformance run $(LIVE_$*) --profile $(PROFILE) $(SEED_FLAG) \
 		--junit $(REPORTS)/conformance-live-$*.xml --report $(REPORTS)/conformance-live-$*.json
 
 conformance-crash: venv
@@ -146,7 +148,7 @@ conformance-nasaga: venv nasaga-host
 # conformance-kafka the broker, so they run last, beside each other (neither uses the other's
 # servers) and the timing tests (which need none of them).
 TEST_GROUPS := lint,types crosshair nasaga-host \
-	pytest-parallel,conformance-live-commit,conformance-live-saga,conformance-nasaga \
+	pytest-parallel,conformance-live-commit,conformance-live-cql,conformance-live-saga,conformance-nasaga \
 	conformance-crash,conformance-kafka,pytest-timing
 test: venv
 	@$(MAKE) --no-print-directory services
