@@ -256,6 +256,7 @@ from ._observability import unit_tally as unit_tally
 from ._offsets import BackingOff as BackingOff
 from ._offsets import CommitOutcome as CommitOutcome
 from ._offsets import DeliverOutcome as DeliverOutcome
+from ._offsets import NoSuchRecord as NoSuchRecord
 from ._offsets import NothingToDeliver as NothingToDeliver
 from ._offsets import NotOwner as NotOwner
 from ._offsets import OffsetCommitted as OffsetCommitted

@@ -102,6 +102,14 @@ class NotOwner:
 
 
 @attrs.frozen
+class NoSuchRecord:
+    """A verdict for an offset the partition's log does not hold (or a partition it has not)."""
+
+    partition: int
+    offset: int
+
+
+@attrs.frozen
 class OutcomeRecorded:
     partition: int
     offset: int
@@ -173,14 +181,18 @@ def settle_record(
     reason: str = "",
     now_ms: int = 0,
     backoff_ms: int = 0,
-) -> tuple[PartitionedLog, OutcomeRecorded]:
+) -> tuple[PartitionedLog, OutcomeRecorded | NoSuchRecord]:
     """The unit's verdict for one delivered record (S-KAFKA-02..04). ``DEAD_LETTER`` means the
     broker acknowledged the dead letter: only then is the record done (S-KAFKA-03). ``REDELIVER``
-    rewinds this partition to the record and backs it off alone (S-KAFKA-04).
+    rewinds this partition to the record and backs it off alone (S-KAFKA-04). An offset outside
+    the log changes nothing (``NoSuchRecord``).
 
-    post: __return__[1].verdict is verdict
+    post: isinstance(__return__[1], NoSuchRecord) or __return__[1].verdict is verdict
+    post: not isinstance(__return__[1], NoSuchRecord) or __return__[0] is log
     """
-    part = log.partitions[partition]
+    part = log.partitions.get(partition)
+    if part is None or not 0 <= offset < len(part.records):
+        return log, NoSuchRecord(partition, offset)
     if verdict is DeliveryVerdict.REDELIVER:
         moved = attrs.evolve(part, position=min(part.position, offset), paused_until_ms=now_ms + backoff_ms)
         return _with(log, partition, moved), OutcomeRecorded(partition, offset, verdict)
