@@ -43,6 +43,8 @@ class ForgedCommandRules(SagaMachineBase):
             return
         if how in FIELD_FORGERIES and not self.caps.forged_command_fields:
             how = "producer"
+        if how == "owner" and not self.caps.misaddressed_commands:
+            how = "producer"  # (N-05: such a runtime is judged on it through a route-binding host)
         changed = forged(command, how)
         if changed is None:
             return

@@ -42,6 +42,7 @@ CAPABILITIES = RuntimeCapabilities(
     # the port delivers the envelope nasaga wrote, by command id: a changed digest, identity or
     # payload does not reach the host (producer and owner forgeries do)
     forged_command_fields=False,
+    misaddressed_commands=False,  # its owner check is in the transport route the host bypasses (N-05)
     # Pause/resume are ported (``_nasaga_management``; on nasaga-pg the one management divergence
     # seen, a reused control operation, is mapped), but with the rule on, the fixed seed's programs
     # reach an undecided divergence outside management:

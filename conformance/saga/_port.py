@@ -46,6 +46,9 @@ class RuntimeCapabilities:
     #: A command delivered to a participant is sent as the harness changed it (digest, identities,
     #: payload), not re-read from the runtime's own outbox (S-PART-05, ``_forged_commands``).
     forged_command_fields: bool = True
+    #: A participant refuses a command addressed to another participant's step (S-PART-05). nasaga
+    #: places that check in its transport route, which the host bypasses (finding N-05).
+    misaddressed_commands: bool = True
     #: A definition can be retired once nothing live references it (S-CAT-07).
     retirement: bool = True
     #: A terminal instance's reference on its definition can be released (S-CAT-11).

@@ -105,6 +105,7 @@ REQUIRES: Mapping[str, set[str]] = {
     "activation-blocked": {"raw_route_rows"},
     "start:QuotaExhausted": {"quota"},
     **{f"forged-command:{how}": {"forged_command_fields"} for how in FIELD_FORGERIES},
+    "forged-command:owner": {"misaddressed_commands"},
     "step:release_instance": {"instance_release"},
     "absorbed-by-gate": {"timers"},  # a second attempt of one effect follows a timeout
     **{
