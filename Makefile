@@ -83,7 +83,7 @@ pytest: venv
 COVERED_BY_CONFORMANCE_LIVE := tests/conformance/test_backends.py
 pytest-parallel: venv
 	@mkdir -p $(REPORTS)
-	$(BIN)/pytest -q $(PYTEST_FLAGS) -n 2 -m "not timing and not after_suites" $(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) \
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -n 2 --dist loadgroup -m "not timing and not after_suites" $(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) \
 		--junitxml=$(REPORTS)/pytest.xml
 
 pytest-timing: venv
@@ -144,12 +144,14 @@ conformance-nasaga: venv nasaga-host
 # time is spent waiting on servers, not on a core; every group runs even when an earlier phase
 # failed, each phase's time is printed and the failed ones are named at the end. CrossHair runs
 # alone (its budgets are wall-clock: beside other work it would explore less). The host is built
-# before pytest (tests/impls/test_nasaga_host.py runs it); conformance-crash kills the servers and
-# conformance-kafka the broker, so they run last, beside each other (neither uses the other's
-# servers) and the timing tests (which need none of them).
+# before pytest (tests/impls/test_nasaga_host.py runs it). The SQL saga backends keep every
+# namespace in one table set, so conformance-live-saga runs beside nothing else that writes them
+# (pytest's PostgreSQL and MariaDB tests share one worker, tests/conftest.py): with
+# conformance-kafka (it restarts the broker) and the timing tests. conformance-crash kills the
+# servers: it runs last, alone.
 TEST_GROUPS := lint,types crosshair nasaga-host \
-	pytest-parallel,conformance-live-commit,conformance-live-cql,conformance-live-saga,conformance-nasaga \
-	conformance-crash,conformance-kafka,pytest-timing
+	pytest-parallel,conformance-live-commit,conformance-live-cql,conformance-nasaga \
+	conformance-live-saga,conformance-kafka,pytest-timing conformance-crash
 test: venv
 	@$(MAKE) --no-print-directory services
 	@status=0; scripts/test-phases $(TEST_GROUPS) || status=$$?; \

@@ -62,3 +62,17 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
             pytest.fail("@pytest.mark.service needs at least one service name", pytrace=False)
         for name in marker.args:
             require_service(name)
+
+
+#: The SQL saga backends keep every namespace in one table set per schema, so two processes
+#: running against PostgreSQL or MariaDB at once contend on the same tables (a serialization
+#: failure or deadlock there is a real rollback the runtime retries, which no test expects):
+#: under pytest-xdist (``--dist loadgroup``) all of them run on one worker.
+SHARED_TABLE_SERVICES = frozenset({"postgres", "mariadb"})
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    for item in items:
+        services = {name for marker in item.iter_markers(name="service") for name in marker.args}
+        if services & SHARED_TABLE_SERVICES:
+            item.add_marker(pytest.mark.xdist_group("sql-tables"))

@@ -38,6 +38,9 @@ class SagaWireRules(SagaMachine):
     proxy: FaultProxy
 
     def __init__(self) -> None:
+        # The proxy is the process's: an example that failed inside a step never reached its
+        # after_step, so a fault armed for its COMMIT could meet the next example's first one.
+        self.proxy.disarm()
         super().__init__()
         self.wire_pending: FaultKind | None = None  # armed by the rule, for the next plain COMMIT
         self.wire_commit: FaultKind | None = None  # given to the unit whose fate was just decided
