@@ -19,8 +19,11 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
+from hypothesis import strategies as st
+from hypothesis.stateful import initialize, rule
+
 from conformance._faults import FaultKind
-from conformance._machine import ConformanceMachine
+from conformance._machine import ConformanceMachine, step
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga import _world as w
 from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN
@@ -117,10 +120,43 @@ class SagaSideBase(ConformanceMachine):
         self.model, _ = m.change_lifecycle(self.model, change, self.now)
         self.runtime.change_lifecycle(change, self.now)
 
+    # -- the saga side's rules, on every transport machine --------------------------------------
+
+    @initialize(key=st.integers(0, 2))
+    @step
+    def first_start(self, key: int) -> None:
+        """Every example opens with a saga whose first command is on the wire."""
+        self._start(key)
+        self._publish()
+
+    @rule(key=st.integers(0, 2))
+    @step
+    def start(self, key: int) -> None:
+        self._start(key)
+
+    @rule()
+    @step
+    def publish_commands(self) -> None:
+        self._publish()
+
     def _start(self, key: int) -> None:
         request = m.StartSaga(w.KEY, w.BUSINESS_KEYS[key % len(w.BUSINESS_KEYS)], json_payload=w.PAYLOADS[0])
         self.model, expected = m.start_saga(self.model, m.StartAttempt(request, self.now))
         self.expect("S-START-01", expected, self.runtime.start_saga(request, self.now, None))
+
+    def _publish(self) -> None:
+        """The relay: every pending command onto the wire, then marked published (S-ORCH-02)."""
+        expected = m.pending_commands(self.model)
+        actual = self.runtime.pending_commands()
+        self.expect("S-ORCH-02", expected, actual)
+        for command in actual:
+            self._put_on_wire(command)
+            self.model, _ = m.mark_command_published(self.model, command.command_id)
+            self.runtime.mark_command_published(command.command_id)
+
+    def _put_on_wire(self, command: m.CommandEnvelope) -> None:
+        """One command onto this machine's connector (a stream entry, a Kafka record)."""
+        raise NotImplementedError
 
     def expect(self, rule_id: str, expected: object, actual: object) -> None:
         self.note(f"model: {show(expected)}")

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import attrs
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, rule
+from hypothesis.stateful import rule
 
 from conformance._machine import step
 from conformance._violations import HarnessEnvironmentError, Violation
@@ -40,33 +40,7 @@ MAX_GROUP_CHANGES = 3  # per example: each rebalance costs about half a second o
 
 
 class KafkaMachine(KafkaMachineBase):
-    @initialize(key=st.integers(0, 2))
-    @step
-    def first_start(self, key: int) -> None:
-        """Every example opens with a saga whose first command is on its partition."""
-        self._start(key)
-        self._publish()
-
-    @rule(key=st.integers(0, 2))
-    @step
-    def start(self, key: int) -> None:
-        self._start(key)
-
-    @rule()
-    @step
-    def publish_commands(self) -> None:
-        self._publish()
-
-    def _publish(self) -> None:
-        expected = m.pending_commands(self.model)
-        actual = self.runtime.pending_commands()
-        self.expect("S-ORCH-02", expected, actual)
-        for command in actual:
-            self._produce_command(command)
-            self.model, _ = m.mark_command_published(self.model, command.command_id)
-            self.runtime.mark_command_published(command.command_id)
-
-    def _produce_command(self, command: m.CommandEnvelope) -> None:
+    def _put_on_wire(self, command: m.CommandEnvelope) -> None:
         partition = partition_for(command)
         try:
             _, offset = self.publisher.publish(command_to_blob(command), partition)
@@ -92,7 +66,7 @@ class KafkaMachine(KafkaMachineBase):
         if not self._allows(RELAY_CRASH) or not genuine:
             return
         self.context.inject(RELAY_CRASH.name)
-        self._produce_command(genuine[-1])
+        self._put_on_wire(genuine[-1])
 
     @rule(partition=partitions, how=st.sampled_from(sorted(PLANTED)))
     @step

@@ -11,7 +11,7 @@ from typing import Any
 
 import attrs
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, rule
+from hypothesis.stateful import rule
 
 from conformance._machine import step
 from conformance._violations import Violation
@@ -49,33 +49,10 @@ SETTLE_RULE = {
 
 
 class StreamRules(TransportMachineBase):
-    @initialize(key=st.integers(0, 2))
-    @step
-    def first_start(self, key: int) -> None:
-        """Every example opens with a saga whose first command is on the stream."""
-        self._start(key)
-        self._publish()
-
-    @rule(key=st.integers(0, 2))
-    @step
-    def start(self, key: int) -> None:
-        self._start(key)
-
-    @rule()
-    @step
-    def publish_commands(self) -> None:
-        self._publish()
-
-    def _publish(self) -> None:
-        expected = m.pending_commands(self.model)
-        actual = self.runtime.pending_commands()
-        self.expect("S-ORCH-02", expected, actual)
-        for command in actual:
-            entry_id = self.publishers[command.owner].publish(command_to_blob(command))
-            ordinal = self._appended(command.owner, entry_id, command.command_id)
-            self.commands[command.owner][ordinal] = command
-            self.model, _ = m.mark_command_published(self.model, command.command_id)
-            self.runtime.mark_command_published(command.command_id)
+    def _put_on_wire(self, command: m.CommandEnvelope) -> None:
+        entry_id = self.publishers[command.owner].publish(command_to_blob(command))
+        ordinal = self._appended(command.owner, entry_id, command.command_id)
+        self.commands[command.owner][ordinal] = command
 
     @rule(owner=owners)
     @step
