@@ -14,6 +14,9 @@ factory              rule      the bug
 retry_counted_twice  S-OBS-04  a command that committed after a failed try is counted as
                                processed twice (once for the try that rolled back)
 labels_by_tenant     S-OBS-08  starts are also counted per tenant, with the tenant as a label
+stage_per_unit       S-OBS-02  a unit's transaction stage observes its first attempt only: the
+                               attempts run again after the database refused one are not seen
+                               (on ``examples.contended_saga_backend``, which refuses some)
 ===================  ========  ==============================================================
 
 ``BROKEN_SAGA_RUNTIMES`` maps each factory name to the rule ID the harness must report.
@@ -21,11 +24,15 @@ labels_by_tenant     S-OBS-08  starts are also counted per tenant, with the tena
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from contextlib import AbstractContextManager, nullcontext
+
 from prometheus_client import CollectorRegistry, Counter
 
 from conformance._machine import SuiteStats
 from conformance.saga._port import FateHook, SagaRuntime
 from conformance.saga._ratchet import RatchetRuntime
+from examples.contended_saga_backend import contended
 from impls.saga import Clock, EligibilityCheck, Orchestrator, Participant, RuntimeMetrics, always_eligible
 from impls.saga.memory import open_memory_saga_backend
 from model.saga import (
@@ -33,6 +40,7 @@ from model.saga import (
     CommandOutcome,
     CommandProcessed,
     Decision,
+    Stage,
     StartOutcome,
     StartSaga,
     Unit,
@@ -70,6 +78,22 @@ class TenantLabelled(Orchestrator):
         return outcome
 
 
+class FirstAttemptMetrics(RuntimeMetrics):
+    """S-OBS-02: the stage of a unit is timed around its first attempt only."""
+
+    def timing(self, stage: Stage) -> Callable[[], AbstractContextManager[None]]:
+        inner = super().timing(stage)
+        entered: list[bool] = []
+
+        def first() -> AbstractContextManager[None]:
+            if entered:
+                return nullcontext()
+            entered.append(True)
+            return inner()
+
+        return first
+
+
 class _RetryCountedTwiceRuntime(RatchetRuntime):
     participant_class = RetryCountedTwice
 
@@ -77,6 +101,10 @@ class _RetryCountedTwiceRuntime(RatchetRuntime):
 class _TenantLabelledRuntime(RatchetRuntime):
     orchestrator_class = TenantLabelled
     metrics_class = TenantMetrics
+
+
+class _StagePerUnitRuntime(RatchetRuntime):
+    metrics_class = FirstAttemptMetrics
 
 
 def retry_counted_twice(namespace: str, fates: FateHook, stats: SuiteStats) -> SagaRuntime:
@@ -87,7 +115,12 @@ def labels_by_tenant(namespace: str, fates: FateHook, stats: SuiteStats) -> Saga
     return _TenantLabelledRuntime(open_memory_saga_backend, namespace, fates, stats)
 
 
+def stage_per_unit(namespace: str, fates: FateHook, stats: SuiteStats) -> SagaRuntime:
+    return _StagePerUnitRuntime(contended, namespace, fates, stats)
+
+
 BROKEN_SAGA_RUNTIMES: dict[str, str] = {
     "retry_counted_twice": "S-OBS-04",
     "labels_by_tenant": "S-OBS-08",
+    "stage_per_unit": "S-OBS-02",
 }

@@ -443,6 +443,11 @@ class NasagaRuntime(NasagaManagement):
         ``now_ms`` only decides ``nasaga_due_timer``, which is not compared (N-42)."""
         return observation(self._call(lambda: self.host.read_metrics(self.ns, now_ms=0)), self.baseline)
 
+    def transaction_log(self) -> None:
+        """None: nasaga owns its connections; it runs a refused transaction once (it has no
+        retry loop of its own), so every call is one attempt of its stages."""
+        return None
+
     def _artifact_of(self, saga_id: str) -> m.DefinitionArtifact:
         for key, artifact in self.artifacts.items():
             for business_key in (*w.BUSINESS_KEYS, w.OVER_QUOTA_KEY, *w.UPLOAD_KEYS):

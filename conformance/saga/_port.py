@@ -143,10 +143,31 @@ def sample_key(name: str, labels: Mapping[str, str]) -> str:
     return f"{name}{{{inner}}}"
 
 
+class TransactionLog:
+    """Every transaction begun on a runtime's backends, in order: True once the database refused it.
+
+    Shared by the backends of one runtime (orchestrator and participants), since a call of the
+    runtime may open transactions on any of them.
+    """
+
+    def __init__(self) -> None:
+        self.refused: list[bool] = []
+
+    def retried_within(self, start: int) -> int:
+        """The refused transactions from ``start`` on that another transaction followed: the
+        attempts the runtime ran again within the call that began at ``start`` (S-OBS-02)."""
+        return sum(self.refused[start:-1])
+
+
 class MetricsPort(Protocol):
     """What a runtime with ``RuntimeCapabilities.metrics`` also offers."""
 
     def read_metrics(self) -> MetricsObservation: ...
+
+    def transaction_log(self) -> TransactionLog | None:
+        """The runtime's transactions as its storage port saw them, when the harness sits at that
+        port (Ratchet's runtime); None for a runtime that owns its database connections."""
+        ...
 
 
 FateHook = Callable[[str], m.CommitFate]

@@ -1,5 +1,10 @@
 """Backend time: every call on a saga backend (and its transactions) adds to ``stats.backend_seconds``
-and to the method's latency histogram (``stats.latency``, ``conformance/_metrics.py``)."""
+and to the method's latency histogram (``stats.latency``, ``conformance/_metrics.py``).
+
+The same seam keeps the runtime's transactions in order (``TransactionLog``): which ones the
+database refused with a definite rollback (a serialization failure, a deadlock, a lock timeout),
+so the metrics ledger can count the attempts a runtime ran again (S-OBS-02).
+"""
 
 from __future__ import annotations
 
@@ -7,7 +12,14 @@ import time
 from typing import Any, cast
 
 from conformance._machine import SuiteStats
-from impls.saga import SagaBackend, SagaCapabilities, SagaTransaction
+from conformance.saga._port import TransactionLog
+from impls.saga import (
+    SagaBackend,
+    SagaBackendError,
+    SagaBackendErrorKind,
+    SagaCapabilities,
+    SagaTransaction,
+)
 
 
 class _Timed:
@@ -34,12 +46,38 @@ class _Timed:
         return timed
 
 
+class _LoggedTransaction(_Timed):
+    """A timed transaction that marks its log entry when the database refuses it."""
+
+    def __init__(self, inner: SagaTransaction, stats: SuiteStats, log: TransactionLog) -> None:
+        super().__init__(inner, stats)
+        self._log = log
+        self._entry = len(log.refused)
+        log.refused.append(False)
+
+    def __getattr__(self, name: str) -> Any:
+        attribute = super().__getattr__(name)
+        if not callable(attribute):
+            return attribute
+
+        def logged(*args: Any, **kwargs: Any) -> Any:
+            try:
+                return attribute(*args, **kwargs)
+            except SagaBackendError as exc:
+                if exc.kind is SagaBackendErrorKind.ROLLED_BACK:
+                    self._log.refused[self._entry] = True
+                raise
+
+        return logged
+
+
 class TimedBackend(_Timed):
     """A ``SagaBackend`` whose transactions are timed too: the report's backend% column."""
 
-    def __init__(self, inner: SagaBackend, stats: SuiteStats) -> None:
+    def __init__(self, inner: SagaBackend, stats: SuiteStats, log: TransactionLog | None = None) -> None:
         super().__init__(inner, stats)
         self.backend = inner
+        self.log = TransactionLog() if log is None else log
 
     @property
     def capabilities(self) -> SagaCapabilities:
@@ -48,7 +86,7 @@ class TimedBackend(_Timed):
     def begin(self) -> SagaTransaction:
         started = time.perf_counter()
         try:
-            return cast(SagaTransaction, _Timed(self.backend.begin(), self._stats))
+            return cast(SagaTransaction, _LoggedTransaction(self.backend.begin(), self._stats, self.log))
         finally:
             elapsed = time.perf_counter() - started
             self._stats.backend_seconds += elapsed

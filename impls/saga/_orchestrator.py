@@ -588,8 +588,10 @@ class Orchestrator:
     @counted(Unit.TIMER_FIRE)
     def fire_timer(self, timer_id: str, token: int, now_ms: int) -> FireOutcome:
         """Complete a claimed timer and make the timeout transition (S-TIMER-01, -02, -05)."""
+        fenced: list[float] = []  # the lateness of the last attempt whose fence held
 
         def body(tx: SagaTransaction) -> Keep[FireOutcome] | Discard[FireOutcome]:
+            fenced.clear()
             row = tx.load_timer(timer_id, lock=True)
             if row is None:
                 return Discard(NoSuchTimer(timer_id))
@@ -597,8 +599,7 @@ class Orchestrator:
                 return Discard(_stale(row, token))
             if paused(tx, row.saga_id):  # the fence held; nothing changes, the lease included (S-MGT-05)
                 return Discard(TimerDeferred(timer_id))
-            # Lateness once the fence held: a dispossessed worker observes nothing (S-OBS-03).
-            self.metrics.observe(Stage.TIMER_LATENESS, max(0, now_ms - row.due_ms) / 1000)
+            fenced.append(max(0, now_ms - row.due_ms) / 1000)
             instance_row = tx.load_instance(row.saga_id, lock=True)
             definition = None if instance_row is None else tx.load_definition(instance_row.definition)
             if instance_row is None or definition is None or not is_loadable(definition.lifecycle):
@@ -613,7 +614,12 @@ class Orchestrator:
             return Keep(TimerFired(instance.saga_id, reaction.entry, dispatched))
 
         timed = self.metrics.timing(Stage.TRANSITION_TRANSACTION)
-        return run_unit(self.backend, "timer-fire", body, self.fates, timed)
+        outcome = run_unit(self.backend, "timer-fire", body, self.fates, timed)
+        # Lateness once per fire whose fence held, not per attempt the database refused and the
+        # unit ran again; a dispossessed worker observes nothing (S-OBS-03).
+        for late in fenced:
+            self.metrics.observe(Stage.TIMER_LATENESS, late)
+        return outcome
 
     # -- relay and management --------------------------------------------------------------
 

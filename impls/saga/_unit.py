@@ -72,10 +72,19 @@ def run_unit(
     everything it decides on inside its own transaction (S-TX-01). ``timed`` is opened around
     each attempt, so a stage histogram sees failed and retried attempts too (S-OBS-02).
     """
+    decided: dict[str, CommitFate] = {}
+
+    def fate(name: str) -> CommitFate:
+        # The unit's COMMIT has one fate: an attempt the database refused never reached it, so
+        # the attempt run again meets the same one (decided on the first that gets there).
+        if name not in decided:
+            decided[name] = fates(name)
+        return decided[name]
+
     for _ in range(MAX_ATTEMPTS):
         try:
             with timed():
-                return _attempt(backend, unit, body, fates)
+                return _attempt(backend, unit, body, fate)
         except _DatabaseRolledBack:
             continue
     return RolledBack()

@@ -220,8 +220,8 @@ def test_wire_cost_counts_nasaga_beside_ratchet_on_postgres() -> None:
     import os
     import shutil
 
-    from conformance.bench._wire_cost import UNITS as WIRE_UNITS
-    from conformance.bench._wire_cost import measure_wire
+    from bench._wire_cost import UNITS as WIRE_UNITS
+    from bench._wire_cost import measure_wire
 
     if not (os.environ.get("RATCHET_NASAGA_HOST") or shutil.which("cargo")):
         if os.environ.get("CI", "").lower() == "true":

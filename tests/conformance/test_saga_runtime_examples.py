@@ -8,13 +8,13 @@ from collections.abc import Callable
 
 import pytest
 
-from conformance import FailureFile, Report, RunOptions, Verdict, replay, run_matrix
+from conformance import FailureFile, Report, RunOptions, Verdict, replay, run_conformance, run_matrix
 from conformance._suites import BackendUnderTest, suite_named
 from conformance.cli import main
 from examples.broken_saga_runtimes import BROKEN_SAGA_RUNTIMES
 
 # Fixed seeds whose search and shrink take few examples.
-SEEDS = {"retry_counted_twice": 6, "labels_by_tenant": 1}
+SEEDS = {"retry_counted_twice": 6, "labels_by_tenant": 1, "stage_per_unit": 0}
 
 RunBroken = Callable[[str], Report]
 
@@ -58,3 +58,18 @@ def test_broken_saga_runtime_is_caught_and_replays(
     assert replayed.reproduced and replayed.same_rule, replayed.describe()
     assert main(["replay", str(path), "--trust", "examples.broken_saga_runtimes"]) == 1
     assert f"reproduced {rule_id} at quiescence" in capsys.readouterr().out
+
+
+def test_a_backend_whose_database_refuses_some_commits_passes() -> None:
+    """The correct runtime on a database that refuses every third COMMIT (as contention does): it
+    runs each refused unit again under the same fate, and the ledger counts every attempt it ran
+    at the storage port, so no metric, outcome or row differs (S-OBS-02, S-OBS-03, S-TX-01)."""
+    report = run_conformance(
+        "examples.contended_saga_backend:contended",
+        suites=("saga",),
+        seed=6,
+        database_dir=None,
+        failure_dir=None,
+    )
+    (result,) = report.results
+    assert result.verdict is Verdict.PASS, report.details()

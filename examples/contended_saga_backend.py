@@ -1,0 +1,45 @@
+"""A correct saga backend under contention: the in-memory backend whose database refuses every
+third COMMIT with a definite rollback, as PostgreSQL's serialization failures (``40001``) and
+MariaDB's deadlocks do when other sessions write the same tables.
+
+Nothing of a refused transaction applies, so a runtime that runs the unit again (bounded,
+``impls.saga.run_unit``) keeps every outcome the model's. Each retried attempt is one more
+observation of its stage (S-OBS-02), which the metrics ledger counts at the storage port
+(``conformance/saga/_timing.TransactionLog``)::
+
+    conformance run --saga-backend examples.contended_saga_backend:contended --suite saga
+"""
+
+from __future__ import annotations
+
+from impls.saga import SagaBackendError, SagaBackendErrorKind
+from impls.saga.memory._backend import MemorySagaBackend, MemoryTransaction
+
+#: Every how many COMMITs of one backend object the database refuses.
+REFUSE_EVERY = 3
+
+
+class _ContendedTransaction(MemoryTransaction):
+    def __init__(self, backend: ContendedBackend) -> None:
+        super().__init__(backend)
+        self._contended = backend
+
+    def commit(self) -> None:
+        self._contended.commits += 1
+        if self._contended.commits % REFUSE_EVERY == 0:
+            self.rollback()
+            raise SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "could not serialize access")
+        super().commit()
+
+
+class ContendedBackend(MemorySagaBackend):
+    def __init__(self, namespace: str) -> None:
+        super().__init__(namespace)
+        self.commits = 0
+
+    def begin(self) -> MemoryTransaction:
+        return _ContendedTransaction(self)
+
+
+def contended(namespace: str) -> MemorySagaBackend:
+    return ContendedBackend(namespace)
