@@ -132,7 +132,10 @@ class Ledgered:
         if unit is None:
 
             def passed(*args: Any) -> Any:
+                epoch = cast(MetricsPort, self._runtime).process_epoch()
                 outcome = attribute(*args)  # no process metric of its own, but the state moves on
+                if cast(MetricsPort, self._runtime).process_epoch() != epoch:
+                    self.ledger = Ledger()  # a fresh process resumed inside the call (see tallied)
                 self._model, self._parts = self._machine.model, dict(self._machine.model_parts)
                 return outcome
 
@@ -140,10 +143,17 @@ class Ledgered:
             return passed
 
         def tallied(*args: Any) -> Any:
-            log = cast(MetricsPort, self._runtime).transaction_log()
+            port = cast(MetricsPort, self._runtime)
+            log = port.transaction_log()
             start = 0 if log is None else len(log.refused)
+            epoch = port.process_epoch()
             outcome = attribute(*args)
-            self._tally(name, unit, args, outcome, 0 if log is None else log.retried_within(start))
+            if port.process_epoch() != epoch:
+                # The process was killed inside this call and a fresh one resumed: its metrics
+                # count from its own start, so the ledger does too (the killed call is not its).
+                self.ledger = Ledger()
+            else:
+                self._tally(name, unit, args, outcome, 0 if log is None else log.retried_within(start))
             # The model state after this call is the state before the next one (see module doc).
             self._model, self._parts = self._machine.model, dict(self._machine.model_parts)
             return outcome

@@ -102,8 +102,11 @@ class NasagaRuntime(NasagaManagement):
         except NasagaHostError as exc:
             # e.g. nasaga-mysql refusing MariaDB's schema (docs/nasaga-findings.md N-02): no verdict.
             raise HarnessEnvironmentError(f"nasaga could not open a namespace on {engine}: {exc}") from exc
-        # The process-wide latency buckets and counters before this example (S-OBS-02, -03).
-        self.baseline = process_samples(self._call(lambda: self.host.read_metrics(self.ns, now_ms=0)))
+        # The process-wide latency buckets and counters before this example (S-OBS-02, -03); taken
+        # again when a killed host's successor attached, whose process counts from zero.
+        self.baseline: Mapping[str, float] = {}
+        self._rebase()
+        self.crash.resumed = self._rebase
         self.artifacts: dict[m.DefinitionKey, m.DefinitionArtifact] = {}
         #: model command id -> nasaga's command envelope; model message id -> (producer, nasaga envelope)
         self.commands: dict[str, Mapping[str, Any]] = {}
@@ -442,6 +445,13 @@ class NasagaRuntime(NasagaManagement):
         """nasaga's rendered operational metrics and its latency snapshot (``_nasaga_metrics``).
         ``now_ms`` only decides ``nasaga_due_timer``, which is not compared (N-42)."""
         return observation(self._call(lambda: self.host.read_metrics(self.ns, now_ms=0)), self.baseline)
+
+    def _rebase(self) -> None:
+        self.baseline = process_samples(self._call(lambda: self.host.read_metrics(self.ns, now_ms=0)))
+
+    def process_epoch(self) -> int:
+        """The host processes killed so far: the metrics are the (epoch + 1)-th process's."""
+        return self.crash.kills
 
     def transaction_log(self) -> None:
         """None: nasaga owns its connections; it runs a refused transaction once (it has no

@@ -52,6 +52,8 @@ class CrashSwitch:
     owners: Sequence[str]
     armed: tuple[str, int] | None = None
     kills: int = 0
+    #: Called once the fresh host is attached: its process metrics start again from zero.
+    resumed: Callable[[], None] = lambda: None
     _dir: Path = attrs.field(factory=lambda: Path(tempfile.mkdtemp(prefix="nsg-crash-")))
 
     def arm(self, point: str, at: int) -> None:
@@ -84,6 +86,7 @@ class CrashSwitch:
         try:
             self.host.restart()
             self.host.open_namespace(self.namespace, list(self.owners), mode="attach")
+            self.resumed()
         except NasagaHostError as exc:
             raise HarnessEnvironmentError(f"the nasaga host did not come back after a kill: {exc}") from exc
 

@@ -164,6 +164,11 @@ class MetricsPort(Protocol):
 
     def read_metrics(self) -> MetricsObservation: ...
 
+    def process_epoch(self) -> int:
+        """How many times the process behind the metrics was replaced (a killed host resumed): a new
+        process counts from zero, so the ledger starts again with it."""
+        ...
+
     def transaction_log(self) -> TransactionLog | None:
         """The runtime's transactions as its storage port saw them, when the harness sits at that
         port (Ratchet's runtime); None for a runtime that owns its database connections."""

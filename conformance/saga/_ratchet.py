@@ -286,6 +286,10 @@ class RatchetRuntime:
         snapshot, text = with_facts(self.metrics, self.orch_backend)
         return MetricsObservation(text.decode("utf-8"), flatten(snapshot))
 
+    @staticmethod
+    def process_epoch() -> int:
+        return 0  # one process, the harness's own, for the whole example
+
     def transaction_log(self) -> TransactionLog:
         return self.transactions
 
