@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import functools
+import math
 import os
 import time
 import uuid
@@ -124,6 +125,9 @@ class RunContext:
     #: and after which nothing more runs at all (the shrinking of a found failure included).
     deadline: float | None = None
     hard_deadline: float | None = None
+    #: Seconds the first failure may shrink (``RunOptions.shrink_budget_s``): once it is found,
+    #: no new example starts and shrinking ends that long after.
+    shrink_budget_s: float | None = None
     budget_spent: bool = False
     cleanup: Namespaces = attrs.field(factory=Namespaces)
     #: The backend's real service (BackendSpec.service): probed between examples, see check_service.
@@ -159,7 +163,8 @@ class RunContext:
         now = time.monotonic()
         shrinking = self.last_failure is not None
         if now >= self.deadline and (not shrinking or now >= (self.hard_deadline or self.deadline)):
-            self.budget_spent = True
+            # The shrink budget ends a verdict already found, not the run's time budget.
+            self.budget_spent = self.budget_spent or not (shrinking and self.shrink_budget_s is not None)
             raise BudgetSpent()
 
     def check_service(self) -> None:
@@ -238,7 +243,12 @@ class ConformanceMachine(RuleBasedStateMachine):
 
     def record_failure(self, violation: Violation) -> None:
         self.failed = True
-        self.context.last_failure = RecordedFailure(list(self.program), violation, list(self.trace))
+        context = self.context
+        if context.shrink_budget_s is not None and context.last_failure is None:
+            now = time.monotonic()
+            context.deadline = min(now, context.deadline or now)
+            context.hard_deadline = min(now + context.shrink_budget_s, context.hard_deadline or math.inf)
+        context.last_failure = RecordedFailure(list(self.program), violation, list(self.trace))
         if self.context.on_failure is not None:
             self.context.on_failure()
 

@@ -2,9 +2,11 @@
 
 Hypothesis shrinks within a budget of test calls (about ten per ``max_examples``), and a ``ci``
 profile leaves it little room after generation: a shrunk program can keep a few steps that play no
-part. Replay is cheap and needs no Hypothesis, so after a run we delete steps one at a time (last
-first, repeating until nothing more can go) and keep each deletion whose replay still breaks the
-same rule. The result is 1-minimal: removing any single remaining step loses the violation.
+part. Replay needs no Hypothesis, so after a run (or once ``RunOptions.shrink_budget_s`` ended
+Hypothesis's shrinking) we delete blocks of steps, halving their size down to one step (last
+first, the single steps repeated until nothing more can go), and keep each deletion whose replay
+still breaks the same rule. The result is 1-minimal: removing any single remaining step loses the
+violation.
 
 A deletion that makes the program meaningless to the machine (a later step needs the deleted one
 and fails with something other than a ``Violation``) is simply not kept.
@@ -23,26 +25,45 @@ from conformance._violations import HarnessEnvironmentError
 
 
 def minimize(failure: FailureFile, *, budget_s: float = 60.0, max_replays: int = 400) -> FailureFile:
-    """The same failure with the fewest steps this pass finds; ``failure`` itself if none go."""
+    """The same failure with the fewest steps this pass finds; ``failure`` itself if none go.
+
+    Blocks go first, halving in size down to single steps (so a long program loses most of its
+    steps in a few replays, each a whole example on the backend), and a replay that breaks at a
+    step drops everything after it. The last round, of single steps, repeats until none goes.
+    """
     deadline = time.perf_counter() + budget_s
     program = list(failure.program)
     best: ReplayResult | None = None
     replays = 0
-    changed = True
-    while changed and len(program) > 1:
+
+    def attempt(candidate: list[Step]) -> bool:
+        nonlocal program, best, replays
+        replays += 1
+        result = _attempt(attrs.evolve(failure, program=tuple(candidate)))
+        if result is None or not result.same_rule:
+            return False
+        # Broken at a step: the steps after it played no part.
+        program = candidate[: result.steps_run] if result.steps_run <= len(candidate) else candidate
+        best = result
+        return True
+
+    def spent() -> bool:
+        return replays >= max_replays or time.perf_counter() > deadline
+
+    size = len(program) // 2
+    while size >= 1:
         changed = False
-        index = len(program) - 1
+        index = len(program) - size
         while index >= 0 and len(program) > 1:
-            if replays >= max_replays or time.perf_counter() > deadline:
+            if spent():
                 return _with(failure, program, best)
-            candidate = attrs.evolve(failure, program=tuple(program[:index] + program[index + 1 :]))
-            replays += 1
-            result = _attempt(candidate)
-            if result is not None and result.same_rule:
-                del program[index]
-                best = result
+            if attempt(program[:index] + program[index + size :]):
                 changed = True
-            index -= 1
+            index = min(index, len(program)) - size
+        if size > 1:
+            size //= 2
+        elif not changed:
+            break
     return _with(failure, program, best)
 
 

@@ -52,6 +52,10 @@ class RunOptions:
     #: Seconds for the whole matrix (``--time-budget``); ``run_matrix`` gives each suite an equal
     #: share of what is left, and a suite stops generating when its share is spent.
     time_budget_s: float | None = None
+    #: Seconds Hypothesis may shrink the first failure found (``--shrink-budget``); then the
+    #: runner's 1-minimal pass takes the program as it stands. None: Hypothesis's own limits
+    #: (up to five minutes of replays, each a whole example on a real engine).
+    shrink_budget_s: float | None = None
     #: Further example databases read (never written) beside ``database_dir``: a worker writes its
     #: own shard and still retries what the others and single-process runs saved.
     database_read_also: tuple[Path, ...] = ()
@@ -86,6 +90,7 @@ def run_conformance(
     failure_dir: Path | str | None = DEFAULT_FAILURE_DIR,
     database_dir: Path | str | None = DEFAULT_DATABASE_DIR,
     coverage_gate: bool = True,
+    shrink_budget_s: float | None = None,
     progress: bool | Progress = False,
     service: str | None = None,
     committer_factory: str | Callable[..., Any] | None = None,
@@ -122,6 +127,7 @@ def run_conformance(
         failure_dir=Path(failure_dir) if failure_dir is not None else None,
         database_dir=Path(database_dir) if database_dir is not None else None,
         coverage_gate=coverage_gate,
+        shrink_budget_s=shrink_budget_s,
     )
     printer = progress if isinstance(progress, Progress) else (Progress() if progress else None)
     return run_matrix(pairs, options, printer)
@@ -225,9 +231,18 @@ def run_suite(
     if options.time_budget_s is not None:
         context.deadline = time.monotonic() + options.time_budget_s
         context.hard_deadline = context.deadline + shrink_grace_s(options.time_budget_s)
+    context.shrink_budget_s = options.shrink_budget_s
     if context_hook is not None:
         context_hook(context)
     machine = hypothesis.seed(seed)(context.machine_class(suite.machine()))
+
+    def minimized(failure: FailureFile) -> FailureFile:
+        if not (options.minimize and _shrinks(options.profile)):
+            return failure
+        # If the backend goes away while replaying, Hypothesis's program stands.
+        with contextlib.suppress(HarnessEnvironmentError):
+            return minimize(failure)
+        return failure
 
     def result(verdict: Verdict, **kwargs: Any) -> SuiteResult:
         # After a signal or an outage: report first; the leftovers are `conformance clean`'s.
@@ -305,6 +320,10 @@ def run_suite(
             # program may be less shrunk); otherwise the suite is judged on the examples that ran.
             found = failure_file(None)
             if found is not None:
+                try:
+                    found = minimized(found)
+                except RunInterrupted:
+                    return interrupted()
                 return result(Verdict.VIOLATION, failure=summary(found, False))
     except RunInterrupted:
         return interrupted()
@@ -333,13 +352,10 @@ def run_suite(
             lines = traceback.format_exception(exc)
             return result(Verdict.ERROR, error=f"the harness failed: {exc!r}\n{''.join(lines[-12:])}")
         flaky = not isinstance(exc, Violation)
-        if options.minimize and _shrinks(options.profile):
-            # If the backend goes away while replaying, Hypothesis's program stands.
-            try:
-                with contextlib.suppress(HarnessEnvironmentError):
-                    failure = minimize(failure)
-            except RunInterrupted:
-                return interrupted()
+        try:
+            failure = minimized(failure)
+        except RunInterrupted:
+            return interrupted()
         return result(Verdict.VIOLATION, failure=summary(failure, flaky))
     if _signals.pending() is not None:
         return interrupted()

@@ -142,6 +142,13 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
         help="run this machine's share of a CI matrix of N (1-based); `conformance merge` joins them",
     )
     parser.add_argument(
+        "--shrink-budget",
+        type=duration_s,
+        default=None,
+        metavar="DURATION",
+        help="shrink a found failure for at most this long (30s, 2m), then make it 1-minimal by replay",
+    )
+    parser.add_argument(
         "--time-budget",
         type=duration_s,
         default=None,
@@ -245,6 +252,7 @@ def _run(args: argparse.Namespace) -> int:
         database_dir=None if args.no_database else (args.database or DEFAULT_DATABASE),
         coverage_gate=not args.no_coverage_gate,
         time_budget_s=args.time_budget,
+        shrink_budget_s=args.shrink_budget,
     )
     journal = Journal.of([(b.name, s.name) for b, s in pairs])
     guard = _GUARD

@@ -71,8 +71,15 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 SHARED_TABLE_SERVICES = frozenset({"postgres", "mariadb"})
 
 
+#: The module-scoped fixture of the planted-bug tests: one suite run whose report several tests
+#: read. Its tests share a worker, so the run (minutes on a real engine) is made once.
+SHARED_RUN_FIXTURE = "run_broken"
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         services = {name for marker in item.iter_markers(name="service") for name in marker.args}
         if services & SHARED_TABLE_SERVICES:
             item.add_marker(pytest.mark.xdist_group("sql-tables"))
+        elif SHARED_RUN_FIXTURE in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))

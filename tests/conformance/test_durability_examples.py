@@ -15,6 +15,7 @@ from conformance._suites import BackendUnderTest, suite_named
 from conformance.crash import LocalRedis
 from impls.api import MembershipDirectory
 from impls.redis import open_redis_outbox, open_redis_store
+from tests._planted import PLANTED_SHRINK_S
 
 SEED = 20_261_130
 BUGS = "examples.durability_bugs"
@@ -30,6 +31,7 @@ def run(
         database_dir=None,
         coverage_gate=examples is None and not faults,
         faults=FaultFilter.parse(faults),
+        shrink_budget_s=PLANTED_SHRINK_S,
     )
     return run_matrix([(backend, suite_named("durability"))], options)
 

@@ -10,6 +10,7 @@ import pytest
 
 from conformance import FailureFile, Report, Verdict, replay, run_conformance
 from examples.edge_stores import EDGE_STORES
+from tests._planted import PLANTED_SHRINK_S
 
 # factory -> (seed, examples, the shipped store the example is a change of); six steps an example
 # keep the shrinking short
@@ -51,6 +52,7 @@ def run_edge(tmp_path_factory: pytest.TempPathFactory) -> RunEdge:
                 service=service,
                 failure_dir=tmp_path_factory.mktemp(factory),
                 database_dir=None,
+                shrink_budget_s=PLANTED_SHRINK_S,
             )
         return reports[factory]
 

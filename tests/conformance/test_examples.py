@@ -10,6 +10,7 @@ import pytest
 
 from conformance import FailureFile, Report, Verdict, replay, run_conformance
 from examples.broken_stores import BROKEN_STORES
+from tests._planted import PLANTED_SHRINK_S
 
 SEED = 20_240_601  # any seed works; a fixed one keeps the test's timing and program stable
 
@@ -31,6 +32,7 @@ def run_broken(tmp_path_factory: pytest.TempPathFactory) -> RunBroken:
                 seed=SEED,
                 failure_dir=tmp_path_factory.mktemp(factory),
                 database_dir=None,
+                shrink_budget_s=PLANTED_SHRINK_S,
             )
         return reports[factory]
 

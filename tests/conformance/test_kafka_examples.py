@@ -12,6 +12,7 @@ import pytest
 from conformance import FailureFile, Report, RunOptions, Verdict, replay, run_matrix
 from conformance._suites import BackendUnderTest, suite_named
 from examples.broken_kafka import BROKEN_KAFKA
+from tests._planted import PLANTED_SHRINK_S
 
 pytestmark = pytest.mark.service("kafka")
 
@@ -37,6 +38,7 @@ def run_broken(tmp_path_factory: pytest.TempPathFactory) -> RunBroken:
                 database_dir=None,
                 examples=15,
                 steps=15,
+                shrink_budget_s=PLANTED_SHRINK_S,
             )
             reports[factory] = run_matrix([(backend, suite_named("transport"))], options)
         return reports[factory]

@@ -11,6 +11,7 @@ import pytest
 from conformance import FailureFile, Report, RunOptions, Verdict, replay, run_matrix
 from conformance._suites import BackendUnderTest, suite_named
 from examples.broken_saga_backends import BROKEN_SAGA_BACKENDS
+from tests._planted import PLANTED_SHRINK_S
 
 # Any seed catches every bug; a fixed one keeps the test's timing and program stable, and each
 # bug gets one whose search and shrink take few examples (the shrinker can spend hundreds).
@@ -29,7 +30,13 @@ def run_broken(tmp_path_factory: pytest.TempPathFactory) -> RunBroken:
             path = f"examples.broken_saga_backends:{factory}"
             backend = BackendUnderTest(factory, "saga", {"backend": path})
             failures = tmp_path_factory.mktemp(factory)
-            options = RunOptions(profile="ci", seed=SEEDS[factory], failure_dir=failures, database_dir=None)
+            options = RunOptions(
+                profile="ci",
+                seed=SEEDS[factory],
+                failure_dir=failures,
+                database_dir=None,
+                shrink_budget_s=PLANTED_SHRINK_S,
+            )
             reports[factory] = run_matrix([(backend, suite_named("saga"))], options)
         return reports[factory]
 

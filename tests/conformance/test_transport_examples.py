@@ -15,6 +15,7 @@ import pytest
 from conformance import FailureFile, Report, RunOptions, Verdict, replay, run_matrix
 from conformance._suites import BackendUnderTest, suite_named
 from examples.broken_transports import BROKEN_TRANSPORTS
+from tests._planted import PLANTED_SHRINK_S
 
 ROOT = Path(__file__).resolve().parents[2]
 STREAMS = "impls.transport:open_fakeredis_client"
@@ -40,7 +41,13 @@ def run_broken(tmp_path_factory: pytest.TempPathFactory) -> RunBroken:
             roles = {"streams": STREAMS, role: f"examples.broken_transports:{factory}"}
             backend = BackendUnderTest(factory, "transport", roles)
             failures = tmp_path_factory.mktemp(factory)
-            options = RunOptions(profile="ci", seed=SEEDS[factory], failure_dir=failures, database_dir=None)
+            options = RunOptions(
+                profile="ci",
+                seed=SEEDS[factory],
+                failure_dir=failures,
+                database_dir=None,
+                shrink_budget_s=PLANTED_SHRINK_S,
+            )
             reports[factory] = run_matrix([(backend, suite_named("transport"))], options)
         return reports[factory]
 

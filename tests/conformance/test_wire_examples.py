@@ -10,6 +10,7 @@ import pytest
 
 from conformance import FailureFile, Report, Verdict, replay, run_conformance
 from examples.wire_stores import WIRE_STORES
+from tests._planted import PLANTED_SHRINK_S
 
 # Seeds whose search finds the bug within a few examples (any seed does within the ci profile).
 SEEDS = {"resend_not_idempotent": 11}
@@ -41,6 +42,7 @@ def run_broken(tmp_path_factory: pytest.TempPathFactory) -> RunBroken:
                 service=service if wire else None,
                 failure_dir=tmp_path_factory.mktemp(factory),
                 database_dir=None,
+                shrink_budget_s=PLANTED_SHRINK_S,
             )
         return reports[factory, wire]
 

@@ -8,6 +8,7 @@ import pytest
 
 from conformance import FailureFile, Verdict, replay, run_conformance
 from examples.wire_sql_saga_backends import WIRE_SQL_SAGA_BACKENDS
+from tests._planted import PLANTED_SHRINK_S
 
 SEED = 2  # finds the bug early on both engines (about 40 s each; seed 1 took minutes)
 SHIPPED = {"postgres": "impls.sql:open_postgres_saga_backend", "mariadb": "impls.sql:open_mysql_saga_backend"}
@@ -33,6 +34,7 @@ def test_a_lost_commit_called_a_rollback_is_caught_on_the_wire(
         service=service,
         failure_dir=str(tmp_path),
         database_dir=None,
+        shrink_budget_s=PLANTED_SHRINK_S,
     )
     (result,) = report.results
     assert result.verdict is Verdict.VIOLATION, report.details()

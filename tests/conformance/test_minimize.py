@@ -1,0 +1,69 @@
+"""The runner's last shrinking pass (``conformance._minimize``): blocks, then single steps, and a
+replay that breaks at a step drops the steps after it; the result is 1-minimal."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance import _minimize
+from conformance._failures import FailureFile
+from conformance._machine import Step
+from conformance._replay import ReplayResult
+from conformance._violations import Violation
+
+FAILURE = FailureFile(
+    suite="store",
+    backend="planted",
+    factories={"store": "x:y"},
+    seed=1,
+    profile="ci",
+    faults="all",
+    hypothesis_version="0",
+    rule_id="C-POST-01",
+    message="m",
+    context={},
+    program=tuple(Step("step", {"n": n}) for n in range(40)),
+)
+
+
+def _needs(needed: set[int], at_step: bool, calls: list[int]) -> object:
+    """A fake replay: the violation comes back when every needed step is still in the program,
+    at the last needed one (``at_step``) or at quiescence."""
+
+    def attempt(candidate: FailureFile) -> ReplayResult:
+        calls.append(len(candidate.program))
+        numbers = [int(str(s.args["n"])) for s in candidate.program]
+        if not needed <= set(numbers):
+            return ReplayResult(candidate, None, len(numbers) + 1)
+        last = max(numbers.index(n) for n in needed) + 1
+        return ReplayResult(candidate, Violation("C-POST-01", "again"), last if at_step else len(numbers) + 1)
+
+    return attempt
+
+
+@pytest.mark.parametrize("at_step", [True, False])
+def test_a_long_program_loses_every_step_it_does_not_need(
+    monkeypatch: pytest.MonkeyPatch, at_step: bool
+) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(_minimize, "_attempt", _needs({7, 23}, at_step, calls))
+    shrunk = _minimize.minimize(FAILURE)
+    assert [s.args["n"] for s in shrunk.program] == [7, 23]
+    assert shrunk.message == "again"
+    # Blocks first: far fewer replays than one per step per round (40 + 2 at the least).
+    assert len(calls) < 40, calls
+
+
+def test_the_replay_budget_keeps_the_best_program_so_far(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(_minimize, "_attempt", _needs({0, 1}, False, calls))
+    shrunk = _minimize.minimize(FAILURE, max_replays=3)
+    assert len(calls) == 3
+    assert {0, 1} <= {s.args["n"] for s in shrunk.program}
+    assert len(shrunk.program) < 40
+
+
+def test_a_violation_no_deletion_keeps_is_the_failure_itself(monkeypatch: pytest.MonkeyPatch) -> None:
+    calls: list[int] = []
+    monkeypatch.setattr(_minimize, "_attempt", _needs(set(range(40)), False, calls))
+    assert _minimize.minimize(FAILURE) is FAILURE
