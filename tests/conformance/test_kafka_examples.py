@@ -9,10 +9,10 @@ from collections.abc import Callable
 
 import pytest
 
-from conformance import FailureFile, Report, RunOptions, Verdict, replay, run_matrix
+from conformance import FailureFile, Report, Verdict, replay, run_matrix
 from conformance._suites import BackendUnderTest, suite_named
 from examples.broken_kafka import BROKEN_KAFKA
-from tests._planted import PLANTED_SHRINK_S
+from tests._planted import planted_options
 
 pytestmark = pytest.mark.service("kafka")
 
@@ -31,15 +31,7 @@ def run_broken(tmp_path_factory: pytest.TempPathFactory) -> RunBroken:
             roles = {"kafka": BOOTSTRAP, "kafka_consumer": f"examples.broken_kafka:{factory}"}
             backend = BackendUnderTest(factory, "transport", roles, "kafka")
             failures = tmp_path_factory.mktemp(factory)
-            options = RunOptions(
-                profile="ci",
-                seed=SEEDS[factory],
-                failure_dir=failures,
-                database_dir=None,
-                examples=15,
-                steps=15,
-                shrink_budget_s=PLANTED_SHRINK_S,
-            )
+            options = planted_options(SEEDS[factory], failures, examples=15, steps=15)
             reports[factory] = run_matrix([(backend, suite_named("transport"))], options)
         return reports[factory]
 

@@ -3,6 +3,7 @@ replay that breaks at a step drops the steps after it; the result is 1-minimal."
 
 from __future__ import annotations
 
+import attrs
 import pytest
 
 from conformance import _minimize
@@ -10,20 +11,9 @@ from conformance._failures import FailureFile
 from conformance._machine import Step
 from conformance._replay import ReplayResult
 from conformance._violations import Violation
+from tests.conformance.test_failure_file import sample
 
-FAILURE = FailureFile(
-    suite="store",
-    backend="planted",
-    factories={"store": "x:y"},
-    seed=1,
-    profile="ci",
-    faults="all",
-    hypothesis_version="0",
-    rule_id="C-POST-01",
-    message="m",
-    context={},
-    program=tuple(Step("step", {"n": n}) for n in range(40)),
-)
+FAILURE = attrs.evolve(sample(), program=tuple(Step("step", {"n": n}) for n in range(40)))
 
 
 def _needs(needed: set[int], at_step: bool, calls: list[int]) -> object:

@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from conformance import FailureFile, Report, RunOptions, Verdict, replay, run_matrix
+from conformance import FailureFile, Report, Verdict, replay, run_matrix
 from conformance._suites import BackendUnderTest, suite_named
 from examples.broken_saga_backends import BROKEN_SAGA_BACKENDS
-from tests._planted import PLANTED_SHRINK_S
+from tests._planted import planted_options
 
 # Any seed catches every bug; a fixed one keeps the test's timing and program stable, and each
 # bug gets one whose search and shrink take few examples (the shrinker can spend hundreds).
@@ -30,13 +30,7 @@ def run_broken(tmp_path_factory: pytest.TempPathFactory) -> RunBroken:
             path = f"examples.broken_saga_backends:{factory}"
             backend = BackendUnderTest(factory, "saga", {"backend": path})
             failures = tmp_path_factory.mktemp(factory)
-            options = RunOptions(
-                profile="ci",
-                seed=SEEDS[factory],
-                failure_dir=failures,
-                database_dir=None,
-                shrink_budget_s=PLANTED_SHRINK_S,
-            )
+            options = planted_options(SEEDS[factory], failures)
             reports[factory] = run_matrix([(backend, suite_named("saga"))], options)
         return reports[factory]
 

@@ -8,11 +8,11 @@ from collections.abc import Callable
 
 import pytest
 
-from conformance import FailureFile, Report, RunOptions, Verdict, replay, run_conformance, run_matrix
+from conformance import FailureFile, Report, Verdict, replay, run_conformance, run_matrix
 from conformance._suites import BackendUnderTest, suite_named
 from conformance.cli import main
 from examples.broken_saga_runtimes import BROKEN_SAGA_RUNTIMES
-from tests._planted import PLANTED_SHRINK_S
+from tests._planted import planted_options
 
 # Fixed seeds whose search and shrink take few examples.
 SEEDS = {"retry_counted_twice": 1, "labels_by_tenant": 1, "stage_per_unit": 0}
@@ -30,13 +30,7 @@ def run_broken(tmp_path_factory: pytest.TempPathFactory) -> RunBroken:
             path = f"examples.broken_saga_runtimes:{factory}"
             backend = BackendUnderTest(factory, "saga", {"runtime": path})
             failures = tmp_path_factory.mktemp(factory)
-            options = RunOptions(
-                profile="ci",
-                seed=SEEDS[factory],
-                failure_dir=failures,
-                database_dir=None,
-                shrink_budget_s=PLANTED_SHRINK_S,
-            )
+            options = planted_options(SEEDS[factory], failures)
             reports[factory] = run_matrix([(backend, suite_named("saga"))], options)
         return reports[factory]
 

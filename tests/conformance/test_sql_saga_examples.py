@@ -8,10 +8,10 @@ from collections.abc import Callable
 
 import pytest
 
-from conformance import FailureFile, Report, RunOptions, Verdict, replay, run_matrix
+from conformance import FailureFile, Report, Verdict, replay, run_matrix
 from conformance._suites import BackendUnderTest, suite_named
 from examples.broken_sql_saga_backends import BROKEN_SQL_SAGA_BACKENDS
-from tests._planted import PLANTED_SHRINK_S
+from tests._planted import planted_options
 
 # Any seed catches every bug within the ci profile; on a real engine each example costs a few
 # hundred round trips, so each bug gets a seed whose search and shrink take the fewest examples
@@ -48,13 +48,7 @@ def run_broken(tmp_path_factory: pytest.TempPathFactory) -> RunBroken:
             backend = BackendUnderTest(
                 factory, "saga", {"backend": f"examples.broken_sql_saga_backends:{factory}"}, SERVICES[engine]
             )
-            options = RunOptions(
-                profile="ci",
-                seed=SEEDS[bug],
-                failure_dir=tmp_path_factory.mktemp(factory),
-                database_dir=None,
-                shrink_budget_s=PLANTED_SHRINK_S,
-            )
+            options = planted_options(SEEDS[bug], tmp_path_factory.mktemp(factory))
             reports[factory] = run_matrix([(backend, suite_named("saga"))], options)
         return reports[factory]
 

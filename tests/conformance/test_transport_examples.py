@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
-from conformance import FailureFile, Report, RunOptions, Verdict, replay, run_matrix
+from conformance import FailureFile, Report, Verdict, replay, run_matrix
 from conformance._suites import BackendUnderTest, suite_named
 from examples.broken_transports import BROKEN_TRANSPORTS
-from tests._planted import PLANTED_SHRINK_S
+from tests._planted import planted_options
 
 ROOT = Path(__file__).resolve().parents[2]
 STREAMS = "impls.transport:open_fakeredis_client"
@@ -41,13 +41,7 @@ def run_broken(tmp_path_factory: pytest.TempPathFactory) -> RunBroken:
             roles = {"streams": STREAMS, role: f"examples.broken_transports:{factory}"}
             backend = BackendUnderTest(factory, "transport", roles)
             failures = tmp_path_factory.mktemp(factory)
-            options = RunOptions(
-                profile="ci",
-                seed=SEEDS[factory],
-                failure_dir=failures,
-                database_dir=None,
-                shrink_budget_s=PLANTED_SHRINK_S,
-            )
+            options = planted_options(SEEDS[factory], failures)
             reports[factory] = run_matrix([(backend, suite_named("transport"))], options)
         return reports[factory]
 
