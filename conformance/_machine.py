@@ -128,6 +128,9 @@ class RunContext:
     #: Seconds the first failure may shrink (``RunOptions.shrink_budget_s``): once it is found,
     #: no new example starts and shrinking ends that long after.
     shrink_budget_s: float | None = None
+    #: The deadline ended the shrinking of a found failure: whatever Hypothesis makes of the
+    #: interrupted replay (its final run then draws less, a "flaky" definition) is not a verdict.
+    shrink_stopped: bool = False
     budget_spent: bool = False
     cleanup: Namespaces = attrs.field(factory=Namespaces)
     #: The backend's real service (BackendSpec.service): probed between examples, see check_service.
@@ -165,6 +168,7 @@ class RunContext:
         if now >= self.deadline and (not shrinking or now >= (self.hard_deadline or self.deadline)):
             # The shrink budget ends a verdict already found, not the run's time budget.
             self.budget_spent = self.budget_spent or not (shrinking and self.shrink_budget_s is not None)
+            self.shrink_stopped = shrinking
             raise BudgetSpent()
 
     def check_service(self) -> None:

@@ -236,6 +236,13 @@ def run_suite(
         context_hook(context)
     machine = hypothesis.seed(seed)(context.machine_class(suite.machine()))
 
+    def found_in_time(found: FailureFile) -> SuiteResult:
+        try:
+            found = minimized(found)
+        except RunInterrupted:
+            return interrupted()
+        return result(Verdict.VIOLATION, failure=summary(found, False))
+
     def minimized(failure: FailureFile) -> FailureFile:
         if not (options.minimize and _shrinks(options.profile)):
             return failure
@@ -320,11 +327,15 @@ def run_suite(
             # program may be less shrunk); otherwise the suite is judged on the examples that ran.
             found = failure_file(None)
             if found is not None:
-                try:
-                    found = minimized(found)
-                except RunInterrupted:
-                    return interrupted()
-                return result(Verdict.VIOLATION, failure=summary(found, False))
+                return found_in_time(found)
+        except Exception as exc:
+            # The deadline stopped a replay of the shrinker, and Hypothesis took the shortened
+            # replay for a flaky strategy: the failure it was shrinking stands.
+            cut_short = context.shrink_stopped and _violation_in(exc) is None
+            found = failure_file(None) if cut_short and _environment_error_in(exc) is None else None
+            if found is None or isinstance(exc, RunInterrupted | BackendLost):
+                raise
+            return found_in_time(found)
     except RunInterrupted:
         return interrupted()
     except HarnessEnvironmentError as exc:

@@ -450,13 +450,10 @@ class NasagaRuntime(NasagaManagement):
         self.baseline = process_samples(self._call(lambda: self.host.read_metrics(self.ns, now_ms=0)))
 
     def process_epoch(self) -> int:
-        """The host processes killed so far: the metrics are the (epoch + 1)-th process's."""
-        return self.crash.kills
+        return self.crash.kills  # the host processes killed so far
 
     def transaction_log(self) -> None:
-        """None: nasaga owns its connections; it runs a refused transaction once (it has no
-        retry loop of its own), so every call is one attempt of its stages."""
-        return None
+        return None  # nasaga owns its connections and has no retry loop: one call, one attempt
 
     def _artifact_of(self, saga_id: str) -> m.DefinitionArtifact:
         for key, artifact in self.artifacts.items():

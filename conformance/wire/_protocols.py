@@ -22,6 +22,11 @@ mariadb    packet sequence 0: COM_QUERY 0x03 (its first   the handshake answer (
 
 A label is short text for the trace (``EVALSHA``, ``COMMIT``, ``EXECUTE``); ``None`` means
 housekeeping. A request split over several chunks is classified by its first one.
+
+An answer is read for one thing only: whether the server *refused* the request instead of doing
+its work (``REFUSALS``): a PostgreSQL ``ErrorResponse`` or a COMMIT answered ``ROLLBACK`` (a
+serialization failure found at COMMIT under ``SERIALIZABLE``), a MariaDB ERR packet, a Redis error
+or aborted ``EXEC``, a CQL ERROR frame. A reply-lost fault drops only an answer of work done.
 """
 
 from __future__ import annotations
@@ -113,6 +118,40 @@ def mysql_request(chunk: bytes, _notes: dict[str, str]) -> str | None:
     if command == 0x01:
         return None  # COM_QUIT: the driver closing; nothing to lose
     return _MYSQL_COMMANDS.get(command, f"COM_{command:#04x}")
+
+
+#: (first chunk of an answer) -> whether the server refused the request (did none of its work).
+Refusal = Callable[[bytes], bool]
+
+
+def redis_refused(chunk: bytes) -> bool:
+    return chunk.startswith((b"-", b"*-1\r\n"))  # an error, or EXEC aborted by a WATCH
+
+
+def cql_refused(chunk: bytes) -> bool:
+    return any(
+        len(chunk) >= offset + 9 and chunk[offset] & 0x7F in (0x03, 0x04, 0x05) and chunk[offset + 4] == 0x00
+        for offset in (0, 6)
+    )
+
+
+def postgres_refused(chunk: bytes) -> bool:
+    for kind, body in _pg_messages(chunk):
+        if kind == "E" or (kind == "C" and body.startswith(b"ROLLBACK")):
+            return True
+    return False
+
+
+def mysql_refused(chunk: bytes) -> bool:
+    return len(chunk) >= 5 and chunk[4] == 0xFF
+
+
+REFUSALS: dict[str, Refusal] = {
+    "redis": redis_refused,
+    "cassandra": cql_refused,
+    "postgres": postgres_refused,
+    "mariadb": mysql_refused,
+}
 
 
 CLASSIFIERS: dict[str, Classifier] = {

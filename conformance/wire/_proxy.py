@@ -19,6 +19,8 @@ the program says exactly which call met which fault (``arm``/``disarm``):
 
 * ``REPLY_LOST``: the request is forwarded; the first bytes of its answer are dropped and both
   sides of the connection are reset (RST). The server has done the work; the driver sees a reset.
+  An answer that is a refusal (``_protocols.REFUSALS``: the server did none of the work) passes
+  unchanged and the action stays armed for the next request: the fault means "done, answer lost".
 * ``RESET_BEFORE``: both sides are reset before the request is forwarded; the server saw nothing.
 * ``STALL``: the request is forwarded and its answer is held (swallowed) until the client gives up
   and closes, or ``stall_s`` passes and both sides are reset.
@@ -42,7 +44,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from conformance.wire._protocols import CLASSIFIERS, Classifier
+from conformance.wire._protocols import CLASSIFIERS, REFUSALS, Classifier, Refusal
 
 T = TypeVar("T")
 
@@ -115,6 +117,7 @@ class FaultProxy:
         self.upstream = upstream
         self.stall_s = stall_s
         self._classify: Classifier = CLASSIFIERS[service]
+        self._refused: Refusal = REFUSALS[service]
         self._lock = threading.Lock()
         self._armed: _Armed | None = None
         self._hits: list[Hit] = []
@@ -200,6 +203,18 @@ class FaultProxy:
             self._hits.append(Hit(armed.action, label, link.number))
             return armed.action
 
+    def _untake(self, link: _Link) -> None:
+        with self._lock:
+            armed = self._armed
+            for index in range(len(self._hits) - 1, -1, -1):
+                hit = self._hits[index]
+                if hit.connection == link.number and hit.action is WireAction.REPLY_LOST:
+                    del self._hits[index]
+                    if armed is not None and armed.action is WireAction.REPLY_LOST:
+                        armed.left += 1
+                    break
+        link.fate = None
+
     # --- forwarding (on the proxy's loop) -----------------------------------------------------
 
     async def _serve(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
@@ -261,9 +276,11 @@ class FaultProxy:
         while data := await reader.read(65536):
             if link.closed:
                 return
-            if link.fate is WireAction.REPLY_LOST:
+            if link.fate is WireAction.REPLY_LOST and not self._refused(data):
                 link.reset()  # the server answered, so it did the work; the answer never arrives
                 return
+            if link.fate is WireAction.REPLY_LOST:
+                self._untake(link)  # refused: no work to lose an answer of; the next request meets it
             if link.fate is WireAction.STALL:
                 continue  # held until the client gives up or the stall ends in a reset
             link.awaiting = False

@@ -3,13 +3,16 @@ replay that breaks at a step drops the steps after it; the result is 1-minimal."
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import attrs
 import pytest
 
-from conformance import _minimize
+from conformance import RunOptions, Verdict, _minimize, run_matrix
 from conformance._failures import FailureFile
 from conformance._machine import Step
 from conformance._replay import ReplayResult
+from conformance._suites import BackendUnderTest, suite_named
 from conformance._violations import Violation
 from tests.conformance.test_failure_file import sample
 
@@ -57,3 +60,18 @@ def test_a_violation_no_deletion_keeps_is_the_failure_itself(monkeypatch: pytest
     calls: list[int] = []
     monkeypatch.setattr(_minimize, "_attempt", _needs(set(range(40)), False, calls))
     assert _minimize.minimize(FAILURE) is FAILURE
+
+
+def test_a_shrink_cut_short_is_still_the_violation_and_made_minimal(tmp_path: Path) -> None:
+    """``shrink_budget_s`` stops Hypothesis mid-shrink (this seed's shrink runs hundreds of
+    replays): the verdict is the violation found, the runner's pass shortens its program, and the
+    run's time budget is not reported spent."""
+    backend = BackendUnderTest(
+        "x", "saga", {"backend": "examples.broken_saga_backends:outbox_outside_transaction"}
+    )
+    options = RunOptions(profile="ci", seed=2, failure_dir=tmp_path, database_dir=None, shrink_budget_s=0.05)
+    (result,) = run_matrix([(backend, suite_named("saga"))], options).results
+    assert result.verdict is Verdict.VIOLATION, result.error
+    assert result.failure is not None and result.failure.rule_id == "S-ORCH-02"
+    assert 1 <= len(result.failure.program) <= 6
+    assert not result.budget_spent

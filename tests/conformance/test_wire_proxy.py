@@ -9,7 +9,16 @@ import pytest
 import redis.exceptions
 
 from conformance.wire import WireAction, route
-from conformance.wire._protocols import cql_request, mysql_request, postgres_request, redis_request
+from conformance.wire._protocols import (
+    cql_refused,
+    cql_request,
+    mysql_refused,
+    mysql_request,
+    postgres_refused,
+    postgres_request,
+    redis_refused,
+    redis_request,
+)
 from impls.redis import redis_client
 
 
@@ -28,6 +37,43 @@ def test_requests_are_told_from_housekeeping() -> None:
     assert mysql_request(b"\x20\x00\x00\x01\x85\xa6", {}) is None  # the handshake answer
     assert cql_request(bytes([0x04, 0, 0, 1, 0x0A]) + b"\x00\x00\x00\x00", {}) == "EXECUTE"
     assert cql_request(bytes([0x04, 0, 0, 1, 0x05]) + b"\x00\x00\x00\x00", {}) is None  # heartbeat
+
+
+def test_refusals_are_told_from_work_done() -> None:
+    """A reply-lost fault drops only the answer of work done (_protocols.REFUSALS)."""
+    assert postgres_refused(b"C\x00\x00\x00\x0dROLLBACK\x00Z\x00\x00\x00\x05I")
+    assert not postgres_refused(b"C\x00\x00\x00\x0bCOMMIT\x00Z\x00\x00\x00\x05I")
+    error = b"SERROR\x00C40001\x00Mcould not serialize access\x00\x00"
+    assert postgres_refused(b"2\x00\x00\x00\x04E" + (4 + len(error)).to_bytes(4, "big") + error)
+    assert mysql_refused(b"\x17\x00\x00\x01\xff\xbd\x04#40001Deadlock")
+    assert not mysql_refused(b"\x07\x00\x00\x01\x00\x00\x00\x02\x00\x00\x00")
+    assert redis_refused(b"-ERR value is not an integer\r\n") and redis_refused(b"*-1\r\n")
+    assert not redis_refused(b":3\r\n") and not redis_refused(b"*2\r\n:1\r\n:2\r\n")
+    assert cql_refused(bytes([0x84, 0, 0, 1, 0x00]) + b"\x00\x00\x00\x06\x00\x00\x11\x00")
+    assert not cql_refused(bytes([0x84, 0, 0, 1, 0x08]) + b"\x00\x00\x00\x04\x00\x00\x00\x01")
+
+
+@pytest.mark.service("redis")
+async def test_a_refused_request_keeps_the_reply_lost_fault_for_the_next() -> None:
+    """The server refused the first request (did nothing): its error passes, and the next one,
+    which does the work, is the one whose answer is lost."""
+    wire = route("redis")
+    client = redis_client(wire.endpoint)
+    key = f"ratchet-wire-test-{uuid.uuid4().hex}"
+    try:
+        await client.set(key, "not a number")
+        wire.proxy.arm(WireAction.REPLY_LOST)
+        with pytest.raises(redis.exceptions.ResponseError):
+            await client.execute_command("INCR", key)
+        assert wire.proxy.met() == ()
+        await client.set(key, "1")  # redis-py re-sends the lost SET: still "1"
+        (hit,) = wire.proxy.disarm()
+        assert hit.request == "SET"
+        assert await client.get(key) == b"1"
+    finally:
+        wire.proxy.disarm()
+        await client.delete(key)
+        await client.aclose()
 
 
 @pytest.mark.service("redis")
