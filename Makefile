@@ -20,7 +20,7 @@ SEED_FLAG := $(if $(filter random,$(SEED)),,--seed $(SEED))
 
 comma := ,
 .PHONY: mutation
-.PHONY: help venv proto pytest-parallel pytest-timing conformance conformance-kafka conformance-real conformance-live conformance-live-commit conformance-live-cql conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
+.PHONY: help venv proto pytest-parallel pytest-sql pytest-timing conformance conformance-kafka conformance-real conformance-live conformance-live-commit conformance-live-cql conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
 
 help:
 	@echo "make conformance  - conformance suites on the embedded backends (memory, fakeredis, sqlite; transport on fakeredis + loopback gRPC)"
@@ -81,10 +81,18 @@ pytest: venv
 # pytest files that only repeat what conformance-live runs (store+commit on fakeredis, redis and cql,
 # ci profile, coverage gate on): make test leaves them to conformance-live; `make pytest` runs them.
 COVERED_BY_CONFORMANCE_LIVE := tests/conformance/test_backends.py
+# --dist loadfile: a module's tests on one worker, so a module-scoped suite run (the planted-bug
+# tests' ``run_broken``) is made once. The tests that need PostgreSQL or MariaDB (marked
+# sql_tables, tests/conftest.py) run in pytest-sql, one process, one after another.
 pytest-parallel: venv
 	@mkdir -p $(REPORTS)
-	$(BIN)/pytest -q $(PYTEST_FLAGS) -n 2 --dist loadgroup -m "not timing and not after_suites" $(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) \
-		--junitxml=$(REPORTS)/pytest.xml
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -n 2 --dist loadfile -m "not timing and not after_suites and not sql_tables" \
+		$(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) --junitxml=$(REPORTS)/pytest.xml
+
+pytest-sql: venv
+	@mkdir -p $(REPORTS)
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -m "sql_tables and not timing and not after_suites" \
+		$(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) --junitxml=$(REPORTS)/pytest-sql.xml
 
 pytest-timing: venv
 	@mkdir -p $(REPORTS)
@@ -145,12 +153,12 @@ conformance-nasaga: venv nasaga-host
 # failed, each phase's time is printed and the failed ones are named at the end. CrossHair runs
 # alone (its budgets are wall-clock: beside other work it would explore less). The host is built
 # before pytest (tests/impls/test_nasaga_host.py runs it). The SQL saga backends keep every
-# namespace in one table set, so conformance-live-saga runs beside nothing else that writes them
-# (pytest's PostgreSQL and MariaDB tests share one worker, tests/conftest.py): with
+# namespace in one table set, so what writes them runs one at a time: pytest's PostgreSQL and
+# MariaDB tests in pytest-sql (one process), then conformance-live-saga, beside
 # conformance-kafka (it restarts the broker) and the timing tests. conformance-crash kills the
 # servers: it runs last, alone.
 TEST_GROUPS := lint,types crosshair nasaga-host \
-	pytest-parallel,conformance-live-commit,conformance-live-cql,conformance-nasaga \
+	pytest-parallel,pytest-sql,conformance-live-commit,conformance-live-cql,conformance-nasaga \
 	conformance-live-saga,conformance-kafka,pytest-timing conformance-crash
 test: venv
 	@$(MAKE) --no-print-directory services
