@@ -197,6 +197,7 @@ def _ours(marker: str) -> list[int]:
     return found
 
 
+@pytest.mark.timing  # a wall-clock bound: run where the cores are not saturated (make test)
 @pytest.mark.skipif(not Path("/proc").is_dir(), reason="reads /proc to find the workers")
 @pytest.mark.parametrize(("signum", "offset", "group"), MOMENTS, ids=lambda v: getattr(v, "name", str(v)))
 def test_a_signal_stops_every_worker_within_a_second(
