@@ -123,7 +123,7 @@ class CatalogRules(SagaMachineBase):
             self.context.reach("activation-blocked")
         return expected
 
-    def _plant_invalid_route(self, index: int) -> bool:
+    def _plant_invalid_route(self, index: int, lease_ms: int = w.ROUTE_LEASE_MS) -> bool:
         """A route row written around ``register_capability`` (say, by an older release) on the
         candidate: its activation must refuse while the row breaks the transport contract (S-ROUTE-04)."""
         entry = self.model.catalog.entries.get(w.UPLOAD_KEY)
@@ -132,7 +132,7 @@ class CatalogRules(SagaMachineBase):
         key = m.CapabilityKey(w.UPLOAD_KEY, 0, "p0", w.REPLICAS[index % len(w.REPLICAS)])
         existing = self.model.routes.routes.get(key)
         generation = 1 if existing is None else existing.generation + 1
-        route = m.CapabilityRoute(w.descriptor(key, w.VALID_SHAPES), generation, self.now + w.ROUTE_LEASE_MS)
+        route = m.CapabilityRoute(w.descriptor(key, w.VALID_SHAPES), generation, self.now + lease_ms)
         self.model = attrs.evolve(self.model, routes=m.RouteTable({**self.model.routes.routes, key: route}))
         self.runtime.plant_route(route)
         return True
@@ -297,8 +297,10 @@ class CatalogRules(SagaMachineBase):
     def route_walk(self) -> None:
         """A short deterministic walk, once per example, through the route outcomes a random
         program meets too rarely for a ci run to count on (docs/ci-gate.md, "reach"): a
-        conflicting and an invalid publication (S-CAT-03, S-DEF-01), a registration whose commit
-        outcome is unknown but applied, re-reported until it converges (S-ROUTE-03), and a replica
+        conflicting and an invalid publication (S-CAT-03, S-DEF-01), the candidate's activation
+        blocked by an invalid route row on it, leased for a millisecond (S-ROUTE-04), a
+        registration whose commit outcome is unknown but applied, re-reported until it converges
+        (S-ROUTE-03), and a replica
         whose generation a re-registration superseded renewing with the old one: fenced (S-ROUTE-02)."""
         if self.route_walked:
             return
@@ -310,6 +312,9 @@ class CatalogRules(SagaMachineBase):
             rule_id = "S-CAT-03" if artifact is w.CONFLICT else "S-DEF-01"
             self.expect(rule_id, expected, self.runtime.publish_definition(artifact, digest))
             self.context.reach(f"publish:{type(expected).__name__}")
+        if self.caps.raw_route_rows and self._plant_invalid_route(0, lease_ms=1):
+            # Blocked now, free again once the clock moves: the rest of the example may activate.
+            self._lifecycle(w.UPLOAD_KEY, m.LifecycleAction.ACTIVATE)
         key = self._capability_key("order", 0, w.REPLICAS[0])
         self._register(key, 0, key.owner, w.ROUTE_LEASE_MS, "unknown_applied")
         if self._allows(STALE_GENERATION):
