@@ -20,7 +20,7 @@ SEED_FLAG := $(if $(filter random,$(SEED)),,--seed $(SEED))
 
 comma := ,
 .PHONY: mutation
-.PHONY: help venv proto pytest-parallel pytest-sql pytest-timing conformance conformance-kafka conformance-real conformance-live conformance-live-commit conformance-live-cql conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
+.PHONY: help venv proto pytest-parallel pytest-sql pytest-cql pytest-timing pytest-after conformance conformance-kafka conformance-real conformance-live conformance-live-commit conformance-live-cql conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
 
 help:
 	@echo "make conformance  - conformance suites on the embedded backends (memory, fakeredis, sqlite; transport on fakeredis + loopback gRPC)"
@@ -73,11 +73,10 @@ pytest: venv
 	@mkdir -p $(REPORTS)
 	$(BIN)/pytest -q $(PYTEST_FLAGS) --junitxml=$(REPORTS)/pytest.xml
 
-# make test's pytest, in two phases: pytest-parallel (on two worker processes, beside the live
-# suites; most tests wait on a server, not a core) and pytest-timing (the tests that assert a
-# wall-clock bound, marked `timing`: run where the cores are not saturated, beside the crash suites,
-# which use the servers but no more than one core; with them the tests marked `after_suites`,
-# which read the reports the live suites wrote).
+# make test's pytest, in five phases chosen by marks (tests/conftest.py adds sql_tables and
+# cql_server): pytest-parallel (two workers, beside the live suites; most tests wait on a server,
+# not a core), pytest-sql and pytest-cql (the tests that need PostgreSQL/MariaDB or Cassandra,
+# see below), pytest-timing (wall-clock bounds, alone) and pytest-after (reads the suites' reports).
 # pytest files that only repeat what conformance-live runs (store+commit on fakeredis, redis and cql,
 # ci profile, coverage gate on): make test leaves them to conformance-live; `make pytest` runs them.
 COVERED_BY_CONFORMANCE_LIVE := tests/conformance/test_backends.py
@@ -86,17 +85,30 @@ COVERED_BY_CONFORMANCE_LIVE := tests/conformance/test_backends.py
 # sql_tables, tests/conftest.py) run in pytest-sql, one process, one after another.
 pytest-parallel: venv
 	@mkdir -p $(REPORTS)
-	$(BIN)/pytest -q $(PYTEST_FLAGS) -n 2 --dist loadfile -m "not timing and not after_suites and not sql_tables" \
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -n 2 --dist loadfile -m "not timing and not after_suites and not sql_tables and not cql_server" \
 		$(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) --junitxml=$(REPORTS)/pytest.xml
+
+# The tests that need Cassandra (marked cql_server): after conformance-live-cql, which keeps the
+# one node busy enough that a test's suite run may end in an outage (exit 2, no verdict).
+pytest-cql: venv
+	@mkdir -p $(REPORTS)
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -m "cql_server and not timing and not after_suites" \
+		$(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) --junitxml=$(REPORTS)/pytest-cql.xml
 
 pytest-sql: venv
 	@mkdir -p $(REPORTS)
 	$(BIN)/pytest -q $(PYTEST_FLAGS) -m "sql_tables and not timing and not after_suites" \
 		$(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) --junitxml=$(REPORTS)/pytest-sql.xml
 
+# The tests marked timing assert a wall-clock bound (a signal obeyed within a second): they run
+# alone, on cores nothing else is using. The ones marked after_suites read the live suites' reports.
 pytest-timing: venv
 	@mkdir -p $(REPORTS)
-	$(BIN)/pytest -q $(PYTEST_FLAGS) -m "timing or after_suites" --junitxml=$(REPORTS)/pytest-timing.xml
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -m "timing" --junitxml=$(REPORTS)/pytest-timing.xml
+
+pytest-after: venv
+	@mkdir -p $(REPORTS)
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -m "after_suites and not timing" --junitxml=$(REPORTS)/pytest-after.xml
 
 # Every registered suite on the embedded and real backends, in parts. The live suites leave the
 # servers running: conformance-live-commit (store, commit, transport), conformance-live-cql and
@@ -155,11 +167,13 @@ conformance-nasaga: venv nasaga-host
 # before pytest (tests/impls/test_nasaga_host.py runs it). The SQL saga backends keep every
 # namespace in one table set, so what writes them runs one at a time: pytest's PostgreSQL and
 # MariaDB tests in pytest-sql (one process), then conformance-live-saga, beside
-# conformance-kafka (it restarts the broker) and the timing tests. conformance-crash kills the
+# conformance-kafka (it restarts the broker), the Cassandra tests (pytest-cql, once
+# conformance-live-cql is done with the node) and the tests that read the suites' reports. The
+# timing tests run alone, like CrossHair, before the rest. conformance-crash kills the
 # servers: it runs last, alone.
-TEST_GROUPS := lint,types crosshair nasaga-host \
+TEST_GROUPS := lint,types crosshair pytest-timing nasaga-host \
 	pytest-parallel,pytest-sql,conformance-live-commit,conformance-live-cql,conformance-nasaga \
-	conformance-live-saga,conformance-kafka,pytest-timing conformance-crash
+	conformance-live-saga,conformance-kafka,pytest-cql,pytest-after conformance-crash
 test: venv
 	@$(MAKE) --no-print-directory services
 	@status=0; scripts/test-phases $(TEST_GROUPS) || status=$$?; \

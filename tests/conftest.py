@@ -72,6 +72,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 #: (Not an xdist group: ``--dist loadgroup`` ignores every group under pytest 9.2, whose
 #: structured node ids drop the suffix it adds; pytest-xdist issue #1386.)
 SHARED_TABLE_SERVICES = frozenset({"postgres", "mariadb"})
+#: The project's one Cassandra node is kept busy by conformance-live-cql's lightweight
+#: transactions; a test that needs its answers on time (a suite run that must not end in an
+#: outage) is marked ``cql_server`` and make test runs it after that phase (``pytest-cql``).
+QUIET_SERVICES = frozenset({"cassandra"})
 
 
 # A wrapper, so the mark is there before ``-m`` selects on it (the mark plugin's own
@@ -82,4 +86,6 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         services = {name for marker in item.iter_markers(name="service") for name in marker.args}
         if services & SHARED_TABLE_SERVICES:
             item.add_marker(pytest.mark.sql_tables)
+        elif services & QUIET_SERVICES:
+            item.add_marker(pytest.mark.cql_server)
     return (yield)
