@@ -6,7 +6,8 @@ part. Replay needs no Hypothesis, so after a run (or once ``RunOptions.shrink_bu
 Hypothesis's shrinking) we delete blocks of steps, halving their size down to one step (last
 first, the single steps repeated until nothing more can go), and keep each deletion whose replay
 still breaks the same rule. The result is 1-minimal: removing any single remaining step loses the
-violation.
+violation. The program returned broke the rule again on one more replay (a flaky violation is
+not shortened to a program that failed once).
 
 A deletion that makes the program meaningless to the machine (a later step needs the deleted one
 and fails with something other than a ``Violation``) is simply not kept.
@@ -33,30 +34,28 @@ def minimize(failure: FailureFile, *, budget_s: float = 60.0, max_replays: int =
     """
     deadline = time.perf_counter() + budget_s
     program = list(failure.program)
-    best: ReplayResult | None = None
+    accepted: list[list[Step]] = []  # every shorter program kept, in order
     replays = 0
 
     def attempt(candidate: list[Step]) -> bool:
-        nonlocal program, best, replays
+        nonlocal program, replays
         replays += 1
         result = _attempt(attrs.evolve(failure, program=tuple(candidate)))
         if result is None or not result.same_rule:
             return False
         # Broken at a step: the steps after it played no part.
         program = candidate[: result.steps_run] if result.steps_run <= len(candidate) else candidate
-        best = result
+        accepted.append(program)
         return True
 
     def spent() -> bool:
         return replays >= max_replays or time.perf_counter() > deadline
 
     size = len(program) // 2
-    while size >= 1:
+    while size >= 1 and not spent():
         changed = False
         index = len(program) - size
-        while index >= 0 and len(program) > 1:
-            if spent():
-                return _with(failure, program, best)
+        while index >= 0 and len(program) > 1 and not spent():
             if attempt(program[:index] + program[index + size :]):
                 changed = True
             index = min(index, len(program)) - size
@@ -64,7 +63,26 @@ def minimize(failure: FailureFile, *, budget_s: float = 60.0, max_replays: int =
             size //= 2
         elif not changed:
             break
-    return _with(failure, program, best)
+    return _confirmed(failure, accepted)
+
+
+#: Replays spent, past the budget, to confirm the shortest programs kept (see ``_confirmed``).
+CONFIRMATIONS = 3
+
+
+def _confirmed(failure: FailureFile, accepted: list[list[Step]]) -> FailureFile:
+    """The shortest kept program that breaks the rule again on a fresh replay.
+
+    A deletion is kept on one replay; a flaky violation (a crash that lost a write or did not)
+    could so be shortened to a program that only failed once. Confirming costs one replay when
+    the violation is deterministic; otherwise the next longer kept program is tried, and
+    Hypothesis's own program stands when none breaks again.
+    """
+    for program in list(reversed(accepted))[:CONFIRMATIONS]:
+        result = _attempt(attrs.evolve(failure, program=tuple(program)))
+        if result is not None and result.same_rule:
+            return _with(failure, program, result)
+    return failure
 
 
 def _attempt(candidate: FailureFile) -> ReplayResult | None:
@@ -76,8 +94,8 @@ def _attempt(candidate: FailureFile) -> ReplayResult | None:
         return None  # the shorter program does not make sense to the machine: keep the step
 
 
-def _with(failure: FailureFile, program: list[Step], best: ReplayResult | None) -> FailureFile:
-    if best is None or best.violation is None:
+def _with(failure: FailureFile, program: list[Step], best: ReplayResult) -> FailureFile:
+    if best.violation is None:
         return failure
     return attrs.evolve(
         failure,

@@ -74,7 +74,9 @@ class CrashSwitch:
             if exc.failure is HostFailure.KILLED:
                 self.kills += 1
                 self._resume()
-                return HostKilled(exc.message)
+                # The host's own text names the point; the armed one when it could not be read.
+                where = exc.message if exc.message.split()[:1] == [point] else f"{point} {at}"
+                return HostKilled(where)
             if not exc.is_environment:
                 self.host.call("disarm_crash_point")  # refused before the point: disarm it
             raise

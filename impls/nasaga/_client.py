@@ -234,7 +234,8 @@ class NasagaHost:
                 return self._lines.get(timeout=min(0.01, max(deadline - time.monotonic(), 0.0)))
             except queue.Empty:
                 if kill_at.exists():
-                    raise _Stopped(kill_at.read_text().strip()) from None
+                    # The host writes it aside and renames it; an older host wrote in place.
+                    raise _Stopped(kill_at.read_text().strip() or kill_at.name) from None
                 if time.monotonic() >= deadline:
                     raise
 

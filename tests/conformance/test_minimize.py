@@ -51,7 +51,7 @@ def test_the_replay_budget_keeps_the_best_program_so_far(monkeypatch: pytest.Mon
     calls: list[int] = []
     monkeypatch.setattr(_minimize, "_attempt", _needs({0, 1}, False, calls))
     shrunk = _minimize.minimize(FAILURE, max_replays=3)
-    assert len(calls) == 3
+    assert len(calls) == 3 + 1  # and one replay to confirm the shortest program kept
     assert {0, 1} <= {s.args["n"] for s in shrunk.program}
     assert len(shrunk.program) < 40
 
@@ -75,3 +75,23 @@ def test_a_shrink_cut_short_is_still_the_violation_and_made_minimal(tmp_path: Pa
     assert result.failure is not None and result.failure.rule_id == "S-ORCH-02"
     assert 1 <= len(result.failure.program) <= 6
     assert not result.budget_spent
+
+
+def test_a_program_that_failed_only_once_is_not_the_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A flaky violation: the two-step program breaks the rule on its first replay only; the
+    program returned is the shortest that breaks it again."""
+    calls: list[int] = []
+    needs = _needs({7, 23}, False, calls)
+    seen: set[tuple[object, ...]] = set()
+
+    def flaky(candidate: FailureFile) -> ReplayResult:
+        result = needs(candidate)
+        numbers = tuple(s.args["n"] for s in candidate.program)
+        if len(numbers) == 2 and numbers in seen:
+            return ReplayResult(candidate, None, len(numbers) + 1)
+        seen.add(numbers)
+        return result
+
+    monkeypatch.setattr(_minimize, "_attempt", flaky)
+    shrunk = _minimize.minimize(FAILURE)
+    assert len(shrunk.program) > 2 and {7, 23} <= {s.args["n"] for s in shrunk.program}

@@ -90,7 +90,10 @@ pub fn reached(point: &str) {
         return;
     };
     let text = format!("{point} {arrival} {}\n", std::process::id());
-    if let Err(error) = std::fs::write(&path, text) {
+    // Written aside and renamed: the client polls for the file and reads it at once, so it must
+    // never see the file before its text.
+    let aside = path.with_extension("tmp");
+    if let Err(error) = std::fs::write(&aside, text).and_then(|()| std::fs::rename(&aside, &path)) {
         eprintln!("nasaga-host: crash point {point}: cannot signal {path:?}: {error}");
         std::process::exit(3);
     }
