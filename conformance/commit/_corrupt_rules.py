@@ -22,6 +22,7 @@ The rule runs only on a store that offers the port (a ``precondition``); the cov
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
@@ -77,6 +78,7 @@ def garbage(value: object) -> object:
 
 
 _ATTEMPTS = 6  # an uncertain answer (UNAVAILABLE, OUTCOME_UNKNOWN) is asked again
+_PAUSE_S = 0.05  # before the second ask; doubled each time (about 3 s in all)
 
 
 def holds(value: object, digest: bytes) -> bool:
@@ -134,10 +136,13 @@ class CorruptRules(ConformanceMachine):
     async def _settled(self, real: Any, op: str, key: CommitKey, call: Callable[[], Awaitable[Any]]) -> Any:
         """``call`` (idempotent) until it answers other than uncertainly; C-ERR-01 checks included."""
         result: Any = None
-        for _ in range(_ATTEMPTS):
+        for attempt in range(_ATTEMPTS):
             result = await self.oracle.call_real(op, key, call)
             if not (isinstance(result, MessageStoreError) and result.kind.is_uncertain):
                 return result
+            # A driver that saw a reset marks the server down and reconnects on its own policy
+            # (cassandra-driver: up to 1 s apart); asked again at once, it only says so again.
+            await asyncio.sleep(_PAUSE_S * 2**attempt)
         raise HarnessEnvironmentError(f"corrupt_stored: {op} stayed unavailable: {result}")
 
     async def _on(self, real: Any, send: AuthenticatedSend) -> None:
