@@ -64,8 +64,37 @@ def initial_ring() -> m.KeyRing:
     return m.add_key(ring, m.SigningKey("k1", w.ORCHESTRATOR, b"secret-k1", m.KeyState.SIGNING))
 
 
-class SagaSideBase(ConformanceMachine):
-    """The saga side every transport machine shares: runtime, model, keys, fate and business seams."""
+class SagaSideRules(ConformanceMachine):
+    """The saga side's rules on every transport machine, Ratchet's runtime or nasaga's: each says
+    how a start is made and how the outbox goes onto its wire (``_start``, ``_publish``)."""
+
+    @initialize(key=st.integers(0, 2))
+    @step
+    def first_start(self, key: int) -> None:
+        """Every example opens with a saga whose first command is on the wire."""
+        self._start(key)
+        self._publish()
+
+    @rule(key=st.integers(0, 2))
+    @step
+    def start(self, key: int) -> None:
+        self._start(key)
+
+    @rule()
+    @step
+    def publish_commands(self) -> None:
+        self._publish()
+
+    def _start(self, key: int) -> None:
+        raise NotImplementedError
+
+    def _publish(self) -> None:
+        raise NotImplementedError
+
+
+class SagaSideBase(SagaSideRules):
+    """The saga side every transport machine on Ratchet's runtime shares: runtime, model, keys,
+    fate and business seams."""
 
     def __init__(self) -> None:
         super().__init__()
@@ -119,25 +148,6 @@ class SagaSideBase(ConformanceMachine):
         change = m.ChangeLifecycle(w.KEY, m.LifecycleAction.ACTIVATE)
         self.model, _ = m.change_lifecycle(self.model, change, self.now)
         self.runtime.change_lifecycle(change, self.now)
-
-    # -- the saga side's rules, on every transport machine --------------------------------------
-
-    @initialize(key=st.integers(0, 2))
-    @step
-    def first_start(self, key: int) -> None:
-        """Every example opens with a saga whose first command is on the wire."""
-        self._start(key)
-        self._publish()
-
-    @rule(key=st.integers(0, 2))
-    @step
-    def start(self, key: int) -> None:
-        self._start(key)
-
-    @rule()
-    @step
-    def publish_commands(self) -> None:
-        self._publish()
 
     def _start(self, key: int) -> None:
         request = m.StartSaga(w.KEY, w.BUSINESS_KEYS[key % len(w.BUSINESS_KEYS)], json_payload=w.PAYLOADS[0])

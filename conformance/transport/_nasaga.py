@@ -33,10 +33,10 @@ import uuid
 from typing import Any
 
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, rule
+from hypothesis.stateful import rule
 
 from conformance._faults import FaultKind
-from conformance._machine import ConformanceMachine, step
+from conformance._machine import step
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga import _world as w
 from conformance.saga._base import unwrapped
@@ -44,6 +44,7 @@ from conformance.saga._faults import RELAY_CRASH
 from conformance.saga._nasaga import NasagaRuntime
 from conformance.saga._port import model_participant
 from conformance.transport import _faults as f
+from conformance.transport._base import SagaSideRules
 from conformance.transport._nasaga_world import (
     AUDIT,
     CONSUMERS,
@@ -64,7 +65,7 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-class NasagaStreamMachine(ConformanceMachine):
+class NasagaStreamMachine(SagaSideRules):
     def __init__(self) -> None:
         super().__init__()
         details = self.context.stats.details
@@ -156,18 +157,7 @@ class NasagaStreamMachine(ConformanceMachine):
                 {"expected": repr([c.command_id for c in actual]), "actual": repr(published)},
             )
 
-    # -- rules -----------------------------------------------------------------------------
-
-    @initialize(key=st.integers(0, 2))
-    @step
-    def first_start(self, key: int) -> None:
-        self._start(key)
-        self._publish()
-
-    @rule(key=st.integers(0, 2))
-    @step
-    def start(self, key: int) -> None:
-        self._start(key)
+    # -- rules (first_start, start, publish_commands: SagaSideRules) -------------------------
 
     def _start(self, key: int) -> None:
         request = m.StartSaga(w.KEY, w.BUSINESS_KEYS[key], json_payload=w.PAYLOADS[0])
@@ -175,11 +165,6 @@ class NasagaStreamMachine(ConformanceMachine):
         actual = self.runtime.start_saga(request, self.now, None)
         if self.runtime.project(expected) != actual:
             raise Violation("S-START-01", "the start differs from the model", {"actual": repr(actual)})
-
-    @rule()
-    @step
-    def publish_commands(self) -> None:
-        self._publish()
 
     @rule()
     @step
