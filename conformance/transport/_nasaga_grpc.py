@@ -109,6 +109,7 @@ class NasagaGrpcMachine(SagaSideRules):
                 client_ca_pem=pki.ca.pem.decode(),
                 orchestrator_cert_pem=pki.clients[w.ORCHESTRATOR].cert.decode(),
                 owner_cert_pems={o: pki.clients[o].cert.decode() for o in w.OWNERS},
+                **({"plant": plant} if (plant := getattr(self.context.target, "plant", None)) else {}),
             )
         except Exception as exc:
             raise HarnessEnvironmentError(f"nasaga's gRPC listeners did not open: {exc}") from exc

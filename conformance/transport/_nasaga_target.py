@@ -37,7 +37,10 @@ def nasaga_target(backend: BackendUnderTest) -> NasagaTransportTarget:
 
 @attrs.frozen
 class NasagaGrpcTarget:
-    """nasaga's gRPC transport in its host: the host opens its listeners; nothing to give here."""
+    """nasaga's gRPC transport in its host: the host opens its listeners. ``plant`` names a
+    listener bug the host plants for the harness's own test (examples/broken_nasaga_grpc.py)."""
+
+    plant: str | None = None
 
     def specialise(self, _base: type[ConformanceMachine]) -> type[ConformanceMachine]:
         from conformance.transport._nasaga_grpc import NasagaGrpcMachine

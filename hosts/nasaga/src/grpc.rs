@@ -131,8 +131,8 @@ fn principal(pem: &str) -> anyhow::Result<String> {
 
 impl<E: Engine> Host<E> {
     /// `grpc_open {namespace, server_cert_pem, server_key_pem, client_ca_pem,
-    /// orchestrator_cert_pem, owner_cert_pems: {owner: pem}}`: the namespace's listeners (module
-    /// doc); answers `{listeners: {name: port}, principals: {identity: "sha256:..."}}`.
+    /// orchestrator_cert_pem, owner_cert_pems: {owner: pem}, plant?}`: the namespace's listeners
+    /// (module doc); answers `{listeners: {name: port}, principals: {identity: "sha256:..."}}`.
     pub async fn grpc_open(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let namespace = self.ns(args)?;
         let mut trusts = Vec::new();
@@ -149,6 +149,13 @@ impl<E: Engine> Host<E> {
                 "grpc_open needs a known definition (a participant trusts one)",
             ));
         }
+        // A planted listener bug for the harness's own test (examples/broken_nasaga_grpc.py):
+        // the result listeners' TLS asks for no client certificate.
+        let asks_none = match args.opt_str("plant")? {
+            None => false,
+            Some("result_tls_asks_none") => true,
+            Some(other) => return Err(bad(format!("unknown plant {other}"))),
+        };
         let orchestrator_principal = principal(args.str("orchestrator_cert_pem")?)?;
         let owner_pems = args
             .value("owner_cert_pems")?
@@ -199,7 +206,8 @@ impl<E: Engine> Host<E> {
                     binding,
                 )))
             };
-            let handle = serve(result_service(binding.clone()), identity(args, true)?).await?;
+            let handle =
+                serve(result_service(binding.clone()), identity(args, !asks_none)?).await?;
             listeners.insert(format!("result:{owner}"), handle);
             if index == 0 {
                 let handle = serve(result_service(binding), identity(args, false)?).await?;
