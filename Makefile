@@ -157,6 +157,7 @@ nasaga-host:
 # nasaga-mysql is left out: nasaga cannot run on MariaDB (docs/nasaga-findings.md, N-02).
 conformance-nasaga: venv nasaga-host
 	@mkdir -p $(REPORTS)
+	$(BIN)/python -m impls.nasaga._proto  # stubs of the .proto files nasaga ships (docs/transports.md)
 	$(BIN)/conformance run --suite saga,transport --backend built,-nasaga-mysql --profile $(PROFILE) \
 		$(SEED_FLAG) --junit $(REPORTS)/conformance-nasaga.xml --report $(REPORTS)/conformance-nasaga.json
 
