@@ -70,7 +70,7 @@ class CommitRate:
     floor_ratio_percent: Spread | None  # per run: Ratchet / like-for-like floor * 100 (the target's figure)
     read_only_floor_per_second: Spread | None = None  # the same round trips writing nothing, same runs
     read_only_ratio_percent: Spread | None = None  # per run: Ratchet / read-only floor * 100
-    durability: str | None = None  # the server's persistence settings while both were measured
+    durability: str | None = None  # the server's persistence settings, reported as the floor opened
 
 
 @attrs.frozen

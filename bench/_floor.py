@@ -75,9 +75,6 @@ class Floor:
     durability: str  # the server's persistence settings, as it reported them
     probes: tuple[FloorProbe, ...]
 
-    def shaped(self, shape: str) -> FloorProbe | None:
-        return next((p for p in self.probes if p.shape == shape), None)
-
 
 class FloorServer(Protocol):
     server: str
