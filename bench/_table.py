@@ -142,10 +142,11 @@ def _commit_sections(report: BenchReport, sizes: str) -> list[str]:
             rows,
             right=(1, 2, 3, 4, 5, 6, 7),
         )
-        out.append(
-            "   floor: as many round trips as a commit, each writing as a commit's do (the target's figure);"
-        )
-        out.append("   read-only: the same round trips writing nothing (no fsync, no commit log)")
+        if any(r.floor_per_second is not None for r in report.rates):
+            out.append(
+                "   floor: a commit's round trips, each writing as a commit's do (the target's figure);"
+            )
+            out.append("   read-only: the same round trips writing nothing (no fsync, no commit log)")
     if report.floors:
         out += [
             "",
