@@ -9,7 +9,8 @@ Per stream backend (``fakeredis``, ``redis``), slices alternate between
   ``StreamConsumer.poll_once`` until all are settled: verify, the participant's transaction on the
   in-memory saga backend, ``XACK``. A message counts once settled.
 
-For Kafka: bench/_kafka_bench.py. For gRPC (loopback, one listener per bench run, the
+For Kafka: bench/_kafka_bench.py; for nasaga's gRPC transport (``--backend nasaga-grpc``):
+bench/_nasaga_grpc_bench.py. For gRPC (loopback, one listener per bench run, the
 run's own certificates) slices alternate
 between a unary ``Echo`` and ``DeliverCommand`` (admission by principal, the participant's
 transaction, the receipt) over the same mTLS channel. Both loops are sequential on one
@@ -210,6 +211,19 @@ def run_transport(options: BenchOptions, say: Progress) -> SectionOutcome:
         say(f"transport grpc: {rates[-1].messages_per_second.median:.0f} msg/s")
     except Exception as exc:
         errors["transport-rate grpc"] = f"{type(exc).__name__}: {exc}"
+    if "nasaga-grpc" in options.backends:
+        reason = unavailable("postgres")
+        if reason is not None:
+            missing["nasaga-grpc"] = reason
+        else:
+            try:
+                from bench._nasaga_grpc_bench import nasaga_grpc_slices
+
+                measured = [nasaga_grpc_slices(seconds) for _ in range(runs)]
+                rates.append(_rate("nasaga-grpc", "nasaga-grpc-mtls", "unary health check (mTLS)", measured))
+                say(f"transport nasaga-grpc: {rates[-1].messages_per_second.median:.0f} msg/s")
+            except Exception as exc:
+                errors["transport-rate nasaga-grpc"] = f"{type(exc).__name__}: {exc}"
     return SectionOutcome({"transport_rates": tuple(rates)}, {}, missing, errors)
 
 

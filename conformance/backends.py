@@ -208,6 +208,16 @@ TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
             examples={"ci": 12, "deep": 100},
             build="make nasaga-host",
         ),
+        TransportBackendSpec(
+            "nasaga-grpc",
+            {"target": "conformance.transport._nasaga_target:nasaga_grpc_target"},
+            "postgres",  # nasaga's runtime under the host's listeners
+            "nasaga's gRPC transport (feature grpc-transport) in its host: nagrpc listeners, mutual TLS",
+            # Every step is gRPC calls plus host read-backs: 8 examples reach every target with the
+            # fixed seed in about 40 s.
+            examples={"ci": 8, "deep": 100},
+            build="make nasaga-host",
+        ),
     )
 }
 

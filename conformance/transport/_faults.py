@@ -11,6 +11,9 @@ from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN, RELAY_C
 #: Details a transport machine writes ("not applicable: why") for the connectors it does not run,
 #: so the coverage gate demands each kind only where it can happen.
 STREAMS_ONLY, GRPC_ONLY, KAFKA_ONLY = "transport:streams", "transport:grpc", "transport:kafka"
+#: The envelope kinds need a connector that authenticates the envelope itself (a signature);
+#: nasaga's gRPC transport authenticates the caller's certificate instead.
+SIGNED_ONLY = "transport:signed-envelopes"
 
 CONSUMER_KILLED = register_fault_kind(
     FaultKind(
@@ -35,11 +38,19 @@ TRIM_UNDER_LAG = register_fault_kind(
     )
 )
 FORGED_ENVELOPE = register_fault_kind(
-    FaultKind("forged-envelope", "an entry signed with the producer's key id and the wrong secret")
+    FaultKind(
+        "forged-envelope",
+        "an entry signed with the producer's key id and the wrong secret",
+        applies_per=SIGNED_ONLY,
+    )
 )
-UNSIGNED_ENVELOPE = register_fault_kind(FaultKind("unsigned-envelope", "an entry with no signature"))
+UNSIGNED_ENVELOPE = register_fault_kind(
+    FaultKind("unsigned-envelope", "an entry with no signature", applies_per=SIGNED_ONLY)
+)
 OLD_KEY_ENVELOPE = register_fault_kind(
-    FaultKind("old-key-envelope", "an entry re-signed with a key retired before the run")
+    FaultKind(
+        "old-key-envelope", "an entry re-signed with a key retired before the run", applies_per=SIGNED_ONLY
+    )
 )
 KEY_ROTATED = register_fault_kind(
     FaultKind(

@@ -16,12 +16,13 @@ The world is the order saga's first step: the orchestrator (nasaga's, via ``Nasa
 starts sagas, its outbox dispatcher publishes through nasaga's ``SagaRedisStreamPublisher`` to
 p0's command stream (HMAC ``k1``), consumers ``c1``, ``c2`` of group ``work`` run nasaga's
 participant on p0's database; a second group ``audit`` lags. Results stay in p0's outbox: the
-orchestrator's side of the wire is the saga suite's (and, over gRPC, not yet hosted).
+orchestrator's side of the wire is the saga suite's (over gRPC: backend ``nasaga-grpc``,
+``_nasaga_grpc.py``).
 
 What nasaga's connector cannot be told, the rules do not draw and the gate does not ask
 (``NASAGA_LACKS``): no hook between COMMIT and ``XACK`` (consumer-killed), a keyring frozen per
-consumer (key-rotated), COMMIT fates (nasaga owns its transactions), gRPC faults (no listener in
-the host yet). nasaga's safe trim keeps each group's last-delivered entry (docs/nasaga-findings.md
+consumer (key-rotated), COMMIT fates (nasaga owns its transactions), gRPC faults (backend
+``nasaga-grpc``'s). nasaga's safe trim keeps each group's last-delivered entry (docs/nasaga-findings.md
 N-45): the frontier is compared as nasaga computes it, ``nasaga_frontier``.
 """
 

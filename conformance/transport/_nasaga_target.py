@@ -35,6 +35,42 @@ def nasaga_target(backend: BackendUnderTest) -> NasagaTransportTarget:
     return NasagaTransportTarget.of(backend)
 
 
+@attrs.frozen
+class NasagaGrpcTarget:
+    """nasaga's gRPC transport in its host: the host opens its listeners. ``plant`` names a
+    listener bug the host plants for the harness's own test (examples/broken_nasaga_grpc.py)."""
+
+    plant: str | None = None
+
+    def specialise(self, _base: type[ConformanceMachine]) -> type[ConformanceMachine]:
+        from conformance.transport._nasaga_grpc import NasagaGrpcMachine
+
+        return NasagaGrpcMachine
+
+
+def nasaga_grpc_target(_backend: BackendUnderTest) -> NasagaGrpcTarget:
+    """The ``target`` role of ``nasaga-grpc``."""
+    return NasagaGrpcTarget()
+
+
+def nasaga_grpc_targets() -> dict[str, str]:
+    """What the gate asks of a run on nasaga's gRPC transport (the runner adds ``fault:<kind>``
+    for every kind that applies: the certificate kinds, reply-lost, poison, relay-crash)."""
+    from conformance.transport._nasaga_grpc import NasagaGrpcMachine
+
+    targets = {f"step:{name}": "this rule never ran" for name in step_names(NasagaGrpcMachine)}
+    for service in ("command", "result"):
+        targets[f"reply-lost-absorbed:{service}"] = f"no {service} retried after a lost reply got DUPLICATE"
+    targets["relay-redelivery-absorbed"] = "no command sent again after a relay crash was absorbed"
+    targets["retryable-kept-unpublished"] = "no RETRYABLE receipt left a command unpublished"
+    targets["claimed-producer-rejected"] = "no envelope claiming another owner was rejected"
+    targets["refused:foreign_cert"] = "no certificate bound to another producer was refused"
+    targets["refused:unauthenticated"] = "no call on the port that asks for no certificate was refused"
+    targets["dead-letter:undecodable"] = "no undecodable body was rejected"
+    targets["saga-completed"] = "no saga completed over gRPC"
+    return targets
+
+
 def nasaga_targets() -> dict[str, str]:
     """What the gate asks of a run on nasaga's connector."""
     targets = {f"step:{name}": "this rule never ran" for name in step_names(NasagaStreamMachine)}

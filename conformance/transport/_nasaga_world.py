@@ -24,7 +24,10 @@ DECISIONS = {"succeed": m.Decision.SUCCEED, "reject": m.Decision.REJECT, "fail":
 NASAGA_LACKS = {
     f.CONSUMER_KILLED.name: "poll_once has no instant between COMMIT and XACK to stop at",
     f.KEY_ROTATED.name: "a consumer's keyring is frozen in its configuration",
-    **{k.name: "the host serves no gRPC listener yet" for k in f.GRPC_FAULTS},
+    **{
+        k.name: "a Redis Streams backend; nasaga's gRPC transport is backend nasaga-grpc"
+        for k in f.GRPC_FAULTS
+    },
 }
 
 

@@ -37,9 +37,11 @@ def _kafka_machine() -> type[ConformanceMachine]:
 
 def transport_targets(stats: SuiteStats) -> Mapping[str, str]:
     if stats.details.get("transport:runtime") == "nasaga":
-        from conformance.transport._nasaga_target import nasaga_targets
+        from conformance.transport._nasaga_target import nasaga_grpc_targets, nasaga_targets
 
-        return nasaga_targets()
+        return (
+            nasaga_grpc_targets() if stats.details.get("transport:connector") == "grpc" else nasaga_targets()
+        )
     # fault:<kind> targets come from the runner (each kind where it applies: _faults.KAFKA_ONLY ...).
     if stats.details.get("transport:connector") == "kafka":
         return kafka_targets(stats)

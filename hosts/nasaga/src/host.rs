@@ -42,7 +42,8 @@ pub struct Namespace<E: Engine> {
     pub orch: Role,
     pub owners: BTreeMap<String, Role>,
     pub orch_identity: ServiceIdentity,
-    pub orchestrator: Orchestrator<E::Backend>,
+    /// Shared with the gRPC result listeners (`grpc.rs`).
+    pub orchestrator: std::sync::Arc<Orchestrator<E::Backend>>,
     /// Definitions registered directly (`register_definition`), outside the catalog.
     pub static_defs: Vec<WorkflowDefinition>,
     /// The registry last loaded from the catalog (`load_dynamic_catalog_for`).
@@ -337,11 +338,11 @@ impl<E: Engine> Host<E> {
         let mut roles = opened.into_iter();
         let orch = roles.next().ok_or_else(|| bad("no orchestrator role"))?;
         let owners_map: BTreeMap<String, Role> = owners.iter().cloned().zip(roles).collect();
-        let orchestrator = Orchestrator::<E::Backend>::with_datasource(
+        let orchestrator = std::sync::Arc::new(Orchestrator::<E::Backend>::with_datasource(
             DefinitionRegistry::new(),
             config,
             &orch.datasource,
-        )?;
+        )?);
         let mut namespace = Namespace {
             name: name.clone(),
             orch,

@@ -10,6 +10,7 @@ mod convert;
 mod descriptors;
 mod engine;
 mod faults; // crash points (issue 20 item 4)
+mod grpc;
 mod host;
 mod metrics;
 mod ops;

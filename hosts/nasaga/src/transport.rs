@@ -35,14 +35,15 @@ use crate::host::Host;
 use crate::protocol::{bad, Args, HostError};
 use crate::step::{intern, Decision, HarnessStep};
 
-/// The harness's step behind a stream consumer: what it answers is set before each poll.
-struct StreamStep<E: Engine> {
-    owner: String,
-    datasource: String,
-    trusts: Vec<ParticipantCommandTrust>,
-    decision: Mutex<Decision>,
-    calls: AtomicU32,
-    _engine: std::marker::PhantomData<fn() -> E>,
+/// The harness's step behind a stream consumer or a gRPC command listener (`grpc.rs`): what it
+/// answers is set before each poll or call.
+pub struct StreamStep<E: Engine> {
+    pub owner: String,
+    pub datasource: String,
+    pub trusts: Vec<ParticipantCommandTrust>,
+    pub decision: Mutex<Decision>,
+    pub calls: AtomicU32,
+    pub _engine: std::marker::PhantomData<fn() -> E>,
 }
 
 impl<E: Engine> SagaCommandHandler for StreamStep<E> {

@@ -52,7 +52,7 @@ pub const OPS: &[&str] = &[
     "read_inbox",
     "read_gates",
     "read_effects",
-    // observability and transports (metrics.rs, transport.rs)
+    // observability and transports (metrics.rs, transport.rs, grpc.rs)
     "read_metrics",
     "stream_open",
     "stream_dispatch",
@@ -60,6 +60,10 @@ pub const OPS: &[&str] = &[
     "stream_trim",
     "stream_backlog",
     "stream_close",
+    "grpc_open",
+    "grpc_decide",
+    "grpc_calls",
+    "grpc_close",
     // crash points (src/faults.rs)
     "arm_crash_point",
     "disarm_crash_point",
@@ -116,6 +120,10 @@ impl<E: Engine> Host<E> {
             "stream_trim" => self.stream_trim(args).await,
             "stream_backlog" => self.stream_backlog(args).await,
             "stream_close" => self.stream_close(args).await,
+            "grpc_open" => self.grpc_open(args).await,
+            "grpc_decide" => self.grpc_decide(args).await,
+            "grpc_calls" => self.grpc_calls(args).await,
+            "grpc_close" => self.grpc_close(args).await,
             // crash points (src/faults.rs)
             "arm_crash_point" => crate::faults::arm(args),
             "disarm_crash_point" => Ok(crate::faults::disarm()),
