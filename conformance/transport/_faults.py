@@ -37,9 +37,15 @@ TRIM_UNDER_LAG = register_fault_kind(
 FORGED_ENVELOPE = register_fault_kind(
     FaultKind("forged-envelope", "an entry signed with the producer's key id and the wrong secret")
 )
-UNSIGNED_ENVELOPE = register_fault_kind(FaultKind("unsigned-envelope", "an entry with no signature"))
+UNSIGNED_ENVELOPE = register_fault_kind(
+    FaultKind("unsigned-envelope", "an entry with no signature", applies_per="transport:unsigned-envelope")
+)
 OLD_KEY_ENVELOPE = register_fault_kind(
-    FaultKind("old-key-envelope", "an entry re-signed with a key retired before the run")
+    FaultKind(
+        "old-key-envelope",
+        "an entry re-signed with a key retired before the run",
+        applies_per="transport:old-key-envelope",
+    )
 )
 KEY_ROTATED = register_fault_kind(
     FaultKind(
@@ -119,14 +125,14 @@ REBALANCE_MID_UNIT = register_fault_kind(
     FaultKind(
         "rebalance-mid-unit",
         "a second consumer joined or left the group between a unit's COMMIT and its offset commit",
-        applies_per=KAFKA_ONLY,
+        applies_per=(KAFKA_ONLY, "transport:rebalance-mid-unit"),
     )
 )
 BROKER_RESTART = register_fault_kind(
     FaultKind(
         "broker-restart",
         "the Kafka broker killed -9 and restarted on its data directory",
-        applies_per=KAFKA_ONLY,
+        applies_per=(KAFKA_ONLY, "transport:broker-restart"),
     )
 )
 SLOW_PARTITION = register_fault_kind(

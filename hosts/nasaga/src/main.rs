@@ -11,6 +11,7 @@ mod descriptors;
 mod engine;
 mod faults; // crash points (issue 20 item 4)
 mod host;
+mod kafka; // nasaga's Kafka command consumer (feature `kafka`)
 mod metrics;
 mod ops;
 mod protocol;

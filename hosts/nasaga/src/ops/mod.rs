@@ -60,6 +60,11 @@ pub const OPS: &[&str] = &[
     "stream_trim",
     "stream_backlog",
     "stream_close",
+    "kafka_open",
+    "kafka_dispatch",
+    "kafka_journal",
+    "kafka_wait",
+    "kafka_close",
     // crash points (src/faults.rs)
     "arm_crash_point",
     "disarm_crash_point",
@@ -116,6 +121,11 @@ impl<E: Engine> Host<E> {
             "stream_trim" => self.stream_trim(args).await,
             "stream_backlog" => self.stream_backlog(args).await,
             "stream_close" => self.stream_close(args).await,
+            "kafka_open" => self.kafka_open(args).await,
+            "kafka_dispatch" => self.kafka_dispatch(args).await,
+            "kafka_journal" => self.kafka_journal(args).await,
+            "kafka_wait" => self.kafka_wait(args).await,
+            "kafka_close" => self.kafka_close(args).await,
             // crash points (src/faults.rs)
             "arm_crash_point" => crate::faults::arm(args),
             "disarm_crash_point" => Ok(crate::faults::disarm()),

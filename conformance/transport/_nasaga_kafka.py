@@ -1,0 +1,494 @@
+"""The transport suite on nasaga's Kafka command consumer (feature ``kafka``, crate nafka), in its host.
+
+Theory of operation
+-------------------
+The backend ``nasaga-kafka`` names a target whose ``specialise`` hands the suite this machine:
+same suite, fault catalog, rule IDs (S-KAFKA-*), failure files and replay. nasaga's consumer is
+not stepped: it runs in nafka's hosted consumer runtime inside the host (its owner thread polls,
+pauses and seeks a partition after a failure, backs off ``BACKOFF_MS``, produces dead letters to
+``<topic>.DLT`` durability first, commits the contiguous done frontier every 50 ms). So every rule
+that puts records on the topic then *settles*: it waits until both partitions' committed offsets
+reach their ends, sampling all the while, and only then compares the end state with the model.
+
+The world is the order saga's first step, as on Redis Streams: nasaga's orchestrator starts sagas,
+its outbox dispatcher publishes each command through nafka's producer (``acks=all``, idempotent) to
+p0's command topic (two partitions; the harness names a saga's partition, ``PARTITION_OF``), and
+nasaga's ``SagaKafkaCommandConsumer`` of group ``work`` runs nasaga's participant on p0's
+PostgreSQL database. What the business code answers is a *plan* given per saga when its command is
+published (``fail`` transient failures, then succeed or reject), so the outcome does not depend on
+when the consumer gets to it; the model replays each plan as ``fail`` × TRANSIENT_FAILURE then the
+decision.
+
+Checks, sampled while a settle waits (the broker read first, the outcomes after, so a sample never
+blames an outcome that arrived in between): below each committed offset every command record's
+unit has committed (its business row is in p0's database), every copy was absorbed (nasaga's
+consume returned after its ACK), and every planted record is on the dead-letter topic with its
+origin (S-KAFKA-02, S-KAFKA-03). At the end of a settle: the dead letters are exactly the planted
+records (S-KAFKA-03); business facts and result outbox are the model's, each effect once
+(S-PART-01, S-PART-03); in a batch where one partition's saga failed, the other partition's records
+were done before the failing one was (S-KAFKA-04). ``kill_after_commit`` arms the host's crash point
+``kafka_committed`` (after the participant's COMMIT, before nasaga's ACK and nafka's offset commit),
+kills the host there, starts a fresh one on the same database and group: the record is redelivered
+and the inbox absorbs it (S-KAFKA-05, S-PART-03).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from typing import Any
+
+import attrs
+import confluent_kafka as ck
+from hypothesis import strategies as st
+from hypothesis.stateful import rule
+
+from conformance._faults import FaultKind
+from conformance._machine import step
+from conformance._violations import HarnessEnvironmentError, Violation
+from conformance.saga import _world as w
+from conformance.saga._faults import RELAY_CRASH
+from conformance.saga._nasaga import NasagaRuntime
+from conformance.saga._port import model_participant
+from conformance.transport import _faults as f
+from conformance.transport._base import SagaSideRules
+from conformance.transport._nasaga_kafka_world import (
+    BACKOFF_MS,
+    COMMAND_EVENT,
+    DECISIONS,
+    EVENT_HEADER,
+    GROUP,
+    KEYS,
+    NASAGA_KAFKA_LACKS,
+    OWNER,
+    PARTITION_OF,
+    PARTITIONS,
+    PLANTED,
+    SETTLE_S,
+    STEP,
+)
+from impls.nasaga import HostFailure, NasagaHostError
+from impls.transport import DeadLetterReader, KafkaAdmin, KafkaTopics, TransportError
+from impls.transport._kafka_records import client_config, produce_acknowledged
+from model import saga as m
+
+Plan = tuple[str, int]  # (decision, transient failures first)
+
+
+@attrs.frozen
+class Sent:
+    partition: int
+    offset: int
+    saga: str
+    kind: str  # command | copy | poison | forged
+    payload: bytes
+
+
+class NasagaKafkaMachine(SagaSideRules):
+    def __init__(self) -> None:
+        super().__init__()
+        details = self.context.stats.details
+        details["transport:runtime"] = "nasaga"
+        details["transport:connector"] = "nasaga-kafka"
+        details[f.STREAMS_ONLY] = "not applicable: a Kafka connector has no pending list"
+        details[f.GRPC_ONLY] = "not applicable: nasaga's gRPC listener is not hosted yet"
+        for kind, why in NASAGA_KAFKA_LACKS.items():
+            details[f"transport:{kind}"] = f"not applicable: {why}"
+        self.now = 0
+        ns = self.context.new_namespace()
+        target: Any = self.context.target  # _nasaga_kafka_world.NasagaKafkaTarget
+        self.bootstrap = str(target.bootstrap())
+        self.runtime = NasagaRuntime("postgres", ns, self.context.stats, lambda _unit: m.CommitFate.COMMITTED)
+        self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS))
+        self.part = m.ParticipantState(
+            w.participant_config(OWNER, transient_failure_budget=w.NO_DEAD_LETTERS)
+        )
+        self.model, _ = m.publish_definition(self.model, m.PublishDefinition(w.ARTIFACT, w.DIGEST))
+        self.runtime.publish_definition(w.ARTIFACT, w.DIGEST)
+        change = m.ChangeLifecycle(w.KEY, m.LifecycleAction.ACTIVATE)
+        self.model, _ = m.change_lifecycle(self.model, change, self.now)
+        self.runtime.change_lifecycle(change, self.now)
+        name = f"ratchet.{self.runtime.ns}.{OWNER}.cmd"
+        self.topics = KafkaTopics(name, f"{name}.DLT")
+        try:
+            self.admin = KafkaAdmin(self.bootstrap)
+            self.admin.create_topics(self.topics, PARTITIONS)
+            self.producer = ck.Producer(client_config(self.bootstrap, acks="all", **{"linger.ms": 0}))
+            self.dead = DeadLetterReader(self.bootstrap, self.topics)
+            self._open_consumer()
+        except (TransportError, NasagaHostError, ck.KafkaException) as exc:
+            raise HarnessEnvironmentError(f"nasaga's Kafka consumer did not open: {exc}") from exc
+        self.sent: dict[tuple[int, int], Sent] = {}
+        self.commands: dict[str, m.CommandEnvelope] = {}  # saga id -> its command
+        self.keys_started: set[int] = set()
+        self.journal: list[dict[str, Any]] = []  # every entry of every host, with its epoch
+        self.done_copies: set[tuple[int, int]] = set()
+        self.killed: list[tuple[int, int]] = []  # records whose host died after their COMMIT
+
+    # -- the host's consumer -----------------------------------------------------------------
+
+    def _open_consumer(self) -> None:
+        self.runtime.host.call(
+            "kafka_open",
+            namespace=self.runtime.ns,
+            bootstrap=self.bootstrap,
+            topic=self.topics.commands,
+            owner=OWNER,
+            step=STEP,
+            group=GROUP,
+            client=f"c{self.runtime.crash.kills}",
+            backoff_ms=BACKOFF_MS,
+        )
+
+    def _drain_journal(self) -> None:
+        reply = self.runtime.host.call("kafka_journal", namespace=self.runtime.ns)
+        for entry in reply["entries"]:
+            self.journal.append({**entry, "epoch": self.runtime.crash.kills})
+
+    def _allows(self, kind: FaultKind) -> bool:
+        return self.context.faults.allows(kind.name)
+
+    # -- rules (first_start, start, publish_commands: SagaSideRules) -------------------------
+
+    def _start(self, key: int) -> None:
+        request = m.StartSaga(w.KEY, KEYS[key], json_payload=w.PAYLOADS[0])
+        self.model, expected = m.start_saga(self.model, m.StartAttempt(request, self.now))
+        actual = self.runtime.start_saga(request, self.now, None)
+        if self.runtime.project(expected) != actual:
+            raise Violation("S-START-01", "the start differs from the model", {"actual": repr(actual)})
+        self.keys_started.add(key)
+
+    def _publish(self, plans: dict[str, Plan] | None = None, kill: bool = False) -> None:
+        """The outbox through nasaga's dispatcher onto the topic, each saga with its plan; then the
+        settle. ``kill``: the crash point armed once the batch is out (its first saga fails once,
+        so its COMMIT comes a back-off later, after the arming)."""
+        expected = m.pending_commands(self.model)
+        actual = self.runtime.pending_commands()
+        if self.runtime.project(expected) != self.runtime.project(actual):
+            raise Violation("S-ORCH-02", "the outbox differs from the model", {"actual": repr(actual)[:400]})
+        if not actual:
+            return
+        batch = {c.saga_id: (plans or {}).get(c.saga_id, ("succeed", 0)) for c in actual}
+        if kill:
+            batch[actual[0].saga_id] = ("succeed", 1)
+        wire = {
+            saga: {
+                "decision": "rejected" if d == "reject" else "succeeded",
+                "fail": n,
+                "partition": PARTITION_OF[saga],
+            }
+            for saga, (d, n) in batch.items()
+        }
+        reply = self.runtime.host.call("kafka_dispatch", namespace=self.runtime.ns, plans=wire)
+        for command in actual:
+            self.model, _ = m.mark_command_published(self.model, command.command_id)
+            self.runtime.mark_command_published(command.command_id)
+            decision, fail = batch[command.saga_id]
+            for _ in range(fail):
+                delivery = m.CommandDelivery(command, w.ORCHESTRATOR, m.Decision.TRANSIENT_FAILURE)
+                self.part, _ = m.handle_command(self.part, delivery)
+            delivery = m.CommandDelivery(command, w.ORCHESTRATOR, DECISIONS[decision])
+            self.part, _ = m.handle_command(self.part, delivery)
+            self.commands[command.saga_id] = command
+        self._record(reply, actual)
+        if kill:
+            self._kill_and_resume(actual[0].saga_id)
+            batch = {}  # the plans died with the host
+        self._settle(batch)
+
+    def _record(self, reply: Any, actual: tuple[m.CommandEnvelope, ...]) -> None:
+        published = []
+        for sent in reply["published"]:
+            envelope = json.loads(sent["payload"])
+            command = self.runtime._command(envelope)
+            self.runtime.commands.setdefault(command.command_id, envelope)
+            at = (int(sent["partition"]), int(sent["offset"]))
+            self.sent[at] = Sent(*at, str(sent["saga"]), "command", str(sent["payload"]).encode())
+            published.append(command.command_id)
+            if at[0] != PARTITION_OF[command.saga_id]:
+                raise Violation(
+                    "S-KAFKA-01", "a command went to another partition than named", {"at": repr(at)}
+                )
+        if published != [c.command_id for c in actual]:
+            raise Violation(
+                "S-KAFKA-01",
+                "the topic got other commands than the outbox held",
+                {"expected": repr([c.command_id for c in actual]), "actual": repr(published)},
+            )
+
+    @rule(
+        choices=st.lists(
+            st.tuples(st.sampled_from(["succeed", "succeed", "reject"]), st.integers(0, 2)),
+            min_size=5,
+            max_size=5,
+        )
+    )
+    @step
+    def publish_planned(self, choices: list[Plan]) -> None:
+        """The outbox published with a plan per saga: fail transiently, then succeed or reject."""
+        pending = self.runtime.pending_commands()
+        plans = {c.saga_id: choice for c, choice in zip(pending, choices, strict=False)}
+        failing = {PARTITION_OF[s] for s, (_, n) in plans.items() if n}
+        healthy = {PARTITION_OF[s] for s, (_, n) in plans.items() if not n}
+        if failing and not self._allows(f.SLOW_PARTITION):
+            plans = {s: (d, 0) for s, (d, _) in plans.items()}
+        elif healthy - failing and failing:
+            self.context.inject(f.SLOW_PARTITION.name)
+        self._publish(plans)
+
+    @rule()
+    @step
+    def slow_partition(self) -> None:
+        """Directed: a saga on each partition in one batch, the first failing twice (S-KAFKA-04)."""
+        free = [k for k in range(len(KEYS)) if k not in self.keys_started]
+        by_partition = {PARTITION_OF[self._saga(k)]: k for k in reversed(free)}
+        if len(by_partition) < PARTITIONS or not self._allows(f.SLOW_PARTITION):
+            return
+        slow, fast = by_partition[0], by_partition[1]
+        self._start(slow)
+        self._start(fast)
+        self.context.inject(f.SLOW_PARTITION.name)
+        self._publish({self._saga(slow): ("succeed", 2)})  # the other saga succeeds at once
+
+    @rule()
+    @step
+    def kill_after_commit(self) -> None:
+        """The host killed after a unit's COMMIT and before its offset commit (T-KAFKA-01)."""
+        free = [k for k in range(len(KEYS)) if k not in self.keys_started]
+        if not self._allows(f.KAFKA_CONSUMER_KILLED) or not (free or self.runtime.pending_commands()):
+            return
+        if not self.runtime.pending_commands():
+            self._start(free[0])
+        self.context.inject(f.KAFKA_CONSUMER_KILLED.name)
+        self._publish(kill=True)
+
+    @rule()
+    @step
+    def republish(self) -> None:
+        """A publish retried after its reply was lost: a second record of the same command, which
+        the inbox must absorb."""
+        originals = [s for s in self.sent.values() if s.kind == "command"]
+        if not originals or not self._allows(RELAY_CRASH):
+            return
+        self.context.inject(RELAY_CRASH.name)
+        last = max(originals, key=lambda s: (s.offset, s.partition))
+        at = self._produce(last.payload, last.partition)
+        self.sent[at] = Sent(*at, last.saga, "copy", last.payload)
+        command = self.commands[last.saga]
+        self.part, _ = m.handle_command(
+            self.part, m.CommandDelivery(command, w.ORCHESTRATOR, m.Decision.SUCCEED)
+        )
+        self._settle({})
+
+    @rule(how=st.sampled_from(sorted(PLANTED)), partition=st.integers(0, PARTITIONS - 1))
+    @step
+    def plant_record(self, how: str, partition: int) -> None:
+        """A record nasaga's publisher did not write: dead-lettered durably before its offset moves."""
+        kind, _ = PLANTED[how]
+        originals = [s for s in self.sent.values() if s.kind == "command"]
+        if not originals or not self._allows(kind):
+            return
+        self.context.inject(kind.name)
+        if how == "poison":
+            payload = b"\x00not an envelope"
+        else:
+            envelope = json.loads(max(originals, key=lambda s: s.offset).payload)
+            envelope["command_id"] = str(uuid.uuid4())  # its identity no longer derives
+            payload = json.dumps(envelope).encode()
+        at = self._produce(payload, partition)
+        self.sent[at] = Sent(*at, "", how, payload)
+        self._settle({})
+
+    # -- helpers -----------------------------------------------------------------------------
+
+    @staticmethod
+    def _saga(key: int) -> str:
+        return m.saga_id_for(w.KEY.tenant, w.KEY.workflow, KEYS[key])
+
+    def _produce(self, payload: bytes, partition: int) -> tuple[int, int]:
+        try:
+            return produce_acknowledged(
+                self.producer, self.topics.commands, payload, [(EVENT_HEADER, COMMAND_EVENT)], partition
+            )
+        except TransportError as exc:
+            raise HarnessEnvironmentError(f"the broker refused a record: {exc}") from exc
+
+    def _kill_and_resume(self, saga: str) -> None:
+        """The host stops at ``kafka_committed`` once ``saga``'s unit committed and is killed there;
+        a fresh host on the same database reopens the consumer in the same group, which redelivers
+        from the committed offset (``_settle`` then sees the redelivery absorbed)."""
+        signal = self.runtime.crash.signal_path("kafka_committed")
+        self.runtime.host.call("arm_crash_point", point="kafka_committed", at=1, signal_path=str(signal))
+        try:
+            self.runtime.host.call("kafka_wait", ms=20_000, kill_at=signal, timeout=40)
+        except NasagaHostError as exc:
+            if exc.failure is not HostFailure.KILLED:
+                raise
+        else:
+            raise Violation("S-KAFKA-02", "no unit committed within 20 s of its command's publication", {})
+        self.killed = [at for at, s in self.sent.items() if s.saga == saga and s.kind == "command"]
+        self.runtime.crash.resume_after_kill()
+        try:
+            self._open_consumer()
+        except NasagaHostError as exc:
+            raise HarnessEnvironmentError(f"nasaga's Kafka consumer did not reopen: {exc}") from exc
+
+    # -- settling and checks -----------------------------------------------------------------
+
+    def _sample(self) -> bool:
+        """One look at the broker, then at the outcomes; ``True`` once every record is done."""
+        committed = self.admin.committed(GROUP, self.topics.commands, PARTITIONS)
+        high = self.admin.high_watermarks(self.topics.commands, PARTITIONS)
+        self._drain_journal()
+        letters = self._dead_letters()
+        rows = self.runtime.host.effects(self.runtime.ns, OWNER)
+        committed_sagas = {str(r["saga_id"]) for r in rows}
+        absorbed = {
+            (e["partition"], e["offset"]) for e in self.journal if e["kind"] == "delivered" and e["ok"]
+        }
+        for p in range(PARTITIONS):
+            for o in range(committed.get(p, 0)):
+                sent = self.sent.get((p, o))
+                if sent is None:
+                    raise Violation("S-KAFKA-01", "a record the harness never produced", {"at": repr((p, o))})
+                if sent.kind == "command" and sent.saga not in committed_sagas:
+                    raise Violation(
+                        "S-KAFKA-02",
+                        "the offset was committed past a command whose unit never committed",
+                        {"partition": p, "offset": o, "committed": committed[p]},
+                    )
+                if sent.kind == "copy" and (p, o) not in absorbed:
+                    raise Violation(
+                        "S-KAFKA-02",
+                        "the offset was committed past a copy nasaga never absorbed",
+                        {"partition": p, "offset": o, "committed": committed[p]},
+                    )
+                if sent.kind in PLANTED and (p, o) not in letters:
+                    raise Violation(
+                        "S-KAFKA-03",
+                        "the offset moved past a record whose dead letter the broker does not hold",
+                        {"partition": p, "offset": o, "committed": committed[p]},
+                    )
+        return all(committed.get(p, 0) == high[p] for p in range(PARTITIONS))
+
+    def _dead_letters(self) -> dict[tuple[int, int], str]:
+        high = self.admin.high_watermarks(self.topics.dead_letters, 1)[0]
+        out = {}
+        for record in self.dead.read(high):
+            h = record.headers
+            if h.get("X-Nasa-DLT-Origin-Topic", b"").decode() != self.topics.commands:
+                raise Violation("S-KAFKA-03", "a dead letter names another source topic", {})
+            at = (int(h["X-Nasa-DLT-Origin-Partition"]), int(h["X-Nasa-DLT-Origin-Offset"]))
+            out[at] = h.get("X-Nasa-DLT-Reason", b"").decode()
+        return out
+
+    def _settle(self, batch: dict[str, Plan]) -> None:
+        deadline = time.monotonic() + SETTLE_S
+        try:
+            while not self._sample():
+                if time.monotonic() > deadline:
+                    raise Violation(
+                        "S-KAFKA-04", "records stayed without an outcome with nothing failing", {}
+                    )
+                time.sleep(0.05)
+        except TransportError as exc:
+            raise HarnessEnvironmentError(f"the broker did not answer: {exc}") from exc
+        self._end_checks(batch)
+
+    def _end_checks(self, batch: dict[str, Plan]) -> None:
+        letters = self._dead_letters()
+        planted = {at: s.kind for at, s in self.sent.items() if s.kind in PLANTED}
+        if set(letters) != set(planted):
+            raise Violation(
+                "S-KAFKA-03",
+                "the dead letters differ from the planted records",
+                {"expected": repr(sorted(planted)), "actual": repr(sorted(letters))},
+            )
+        for at, how in planted.items():
+            reason = letters[at]
+            self.note(f"dead letter {at}: {how} -> {reason!r}")
+            if PLANTED[how][1] not in reason:
+                raise Violation(
+                    "S-KAFKA-03", "a dead letter carries another reason", {"how": how, "reason": reason}
+                )
+            self.context.reach(f"dead-letter:{how}")
+        copies = [at for at, s in self.sent.items() if s.kind == "copy" and at not in self.done_copies]
+        for at in copies:
+            self.done_copies.add(at)
+            self.context.reach("duplicate-record-absorbed")
+        facts = self.runtime.observe_participant(OWNER)
+        if len(set(facts.effects)) != len(facts.effects):
+            raise Violation("S-PART-03", "an effect took effect twice", {"effects": list(facts.effects)})
+        model = self.runtime.project(model_participant(self.part))
+        if facts != model:
+            raise Violation(
+                "S-PART-01",
+                "business facts or result outbox differ from the model",
+                {"actual": repr(facts)[:400]},
+            )
+        self._backoff_check(batch)
+
+    def _backoff_check(self, batch: dict[str, Plan]) -> None:
+        """In a batch where a saga failed, each saga of the other partition that did not fail was
+        done before the failing one finally was: its partition backed off alone (S-KAFKA-04).
+        A record killed at ``kafka_committed`` was redelivered to the fresh host and absorbed."""
+        epoch = self.runtime.crash.kills
+        done: dict[str, int] = {}
+        for e in self.journal:
+            if e["epoch"] == epoch and e["kind"] == "delivered" and e["ok"]:
+                done.setdefault(str(e["saga"]), int(e["at_ms"]))
+        for at in self.killed:
+            if any(
+                e["epoch"] == epoch
+                and e["kind"] == "delivered"
+                and e["ok"]
+                and (e["partition"], e["offset"]) == at
+                for e in self.journal
+            ):
+                self.context.reach("redelivery-after-kill-absorbed")
+        self.killed = []
+        failed = [s for s, (_, n) in batch.items() if n]
+        if failed:
+            self.context.reach("failed-record-redelivered")
+        for slow in failed:
+            others = [s for s, (_, n) in batch.items() if not n and PARTITION_OF[s] != PARTITION_OF[slow]]
+            if not others:
+                continue
+            late = [s for s in others if done.get(s, 1 << 62) > done.get(slow, 0)]
+            self.note(f"back-off: {slow} done at {done.get(slow)} ms, others {[done.get(s) for s in others]}")
+            if late:
+                raise Violation(
+                    "S-KAFKA-04",
+                    "a healthy partition waited for another partition's back-off",
+                    {"slow": slow, "late": repr(late)},
+                )
+            self.context.reach("healthy-partition-moved-during-backoff")
+
+    def after_step(self) -> None:
+        """Every rule settles (see ``_settle``); one more sample here, cheap."""
+        try:
+            self._sample()
+        except TransportError as exc:
+            raise HarnessEnvironmentError(f"the broker did not answer: {exc}") from exc
+
+    def at_quiescence(self) -> None:
+        self._publish()
+        self._settle({})
+
+    def close(self) -> None:
+        try:
+            if self.runtime.host.alive():
+                self.runtime.host.call("kafka_close", namespace=self.runtime.ns)
+        except NasagaHostError:
+            pass
+        finally:
+            for closing in (
+                self.dead.close,
+                lambda: self.producer.flush(5),
+                lambda: self.admin.delete_topics(self.topics),
+            ):
+                with contextlib.suppress(Exception):
+                    closing()
+            self.runtime.close()
