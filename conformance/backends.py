@@ -212,14 +212,14 @@ TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
             "nasaga-kafka",
             {
                 "kafka": "impls.endpoints:kafka_bootstrap",
-                "target": "conformance.transport._nasaga_kafka_world:nasaga_kafka_target",
+                "target": "conformance.transport._nasaga_kafka_target:nasaga_kafka_target",
             },
             "kafka",  # and PostgreSQL under the host: its outage is an environment error there too
             "nasaga's Kafka command consumer (feature kafka, nafka) in its host, on the project's broker",
             # Every rule publishes and then waits until the consumer settled (a back-off, a host
             # restart and its group join take seconds): a handful of short examples.
-            examples={"ci": 4, "deep": 40},
-            steps={"ci": 6},
+            examples={"ci": 6, "deep": 40},
+            steps={"ci": 10},
             build="make nasaga-host",
         ),
     )

@@ -1,15 +1,8 @@
-"""What the transport suite on nasaga's Kafka connector shares: names, plans, the target and the
-gate's targets (machine: ``_nasaga_kafka.py``)."""
+"""What the transport suite on nasaga's Kafka connector shares: names, partitions, planted records,
+what it cannot be put through (machine: ``_nasaga_kafka.py``; target: ``_nasaga_kafka_target.py``)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-from typing import Any
-
-import attrs
-
-from conformance._machine import ConformanceMachine, step_names
-from conformance._suites import BackendUnderTest
 from conformance.saga import _world as w
 from conformance.transport import _faults as f
 from model import saga as m
@@ -28,7 +21,8 @@ EVENT_HEADER = "X-Nasa-Event"  # nafka's routing header; nasaga's command event 
 COMMAND_EVENT = b"saga.command"
 #: how -> (fault kind, nasaga's dead-letter reason as nafka's DLT header carries it)
 PLANTED = {
-    "poison": (f.POISON, "decode"),  # nafka's own: the JSON does not decode (reason text is nafka's)
+    # nafka's own reason (its decoder's text: "payload codec 失败: JSON 解码失败 ...")
+    "poison": (f.POISON, "payload codec"),
     "forged": (f.FORGED_ENVELOPE, "saga_command_identity_invalid"),
 }
 DECISIONS = {"succeed": m.Decision.SUCCEED, "reject": m.Decision.REJECT}
@@ -40,36 +34,3 @@ NASAGA_KAFKA_LACKS = {
     f.REBALANCE_MID_UNIT.name: "one nafka consumer per host process; a second member is not hosted yet",
     f.BROKER_RESTART.name: "the shared broker is not restarted under nasaga's consumer (backend kafka does)",
 }
-
-
-@attrs.frozen
-class NasagaKafkaTarget:
-    bootstrap: Callable[[], str]
-
-    def specialise(self, _base: type[ConformanceMachine]) -> type[ConformanceMachine]:
-        from conformance.transport._nasaga_kafka import NasagaKafkaMachine
-
-        return NasagaKafkaMachine
-
-    @classmethod
-    def of(cls, backend: BackendUnderTest) -> NasagaKafkaTarget:
-        return cls(backend.factory("kafka"))
-
-
-def nasaga_kafka_target(backend: BackendUnderTest) -> Any:
-    """The ``target`` role of ``nasaga-kafka`` (``conformance/backends.py``)."""
-    return NasagaKafkaTarget.of(backend)
-
-
-def nasaga_kafka_targets() -> dict[str, str]:
-    """What the gate asks of a run on nasaga's Kafka connector (the runner adds ``fault:<kind>``)."""
-    from conformance.transport._nasaga_kafka import NasagaKafkaMachine
-
-    targets = {f"step:{name}": "this rule never ran" for name in step_names(NasagaKafkaMachine)}
-    targets["redelivery-after-kill-absorbed"] = "no record of a killed consumer was redelivered and absorbed"
-    targets["healthy-partition-moved-during-backoff"] = "no partition was read while the other backed off"
-    targets["duplicate-record-absorbed"] = "no second record of a published command was absorbed"
-    targets["failed-record-redelivered"] = "no record a failing handler left was redelivered"
-    for how in PLANTED:
-        targets[f"dead-letter:{how}"] = f"no {how} record was dead-lettered"
-    return targets

@@ -37,7 +37,7 @@ def _kafka_machine() -> type[ConformanceMachine]:
 
 def transport_targets(stats: SuiteStats) -> Mapping[str, str]:
     if stats.details.get("transport:connector") == "nasaga-kafka":
-        from conformance.transport._nasaga_kafka_world import nasaga_kafka_targets
+        from conformance.transport._nasaga_kafka_target import nasaga_kafka_targets
 
         return nasaga_kafka_targets()
     if stats.details.get("transport:runtime") == "nasaga":

@@ -251,8 +251,8 @@ impl<E: Engine> OutboxPublisher for Publisher<'_, E> {
 }
 
 impl<E: Engine> Host<E> {
-    /// `kafka_open {namespace, bootstrap, topic, owner, step, group, client, backoff_ms,
-    /// max_retries}`: nasaga's command consumer for `owner` on `topic`, started in nafka's
+    /// `kafka_open {namespace, bootstrap, topic, owner, step, group, client, instance?,
+    /// backoff_ms, max_retries}`: nasaga's command consumer for `owner` on `topic`, started in nafka's
     /// runtime (see module doc). The topic and its `.DLT` exist already (the harness's).
     pub async fn kafka_open(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let namespace = self.ns(args)?;
@@ -295,6 +295,12 @@ impl<E: Engine> Host<E> {
             },
         )?;
         let backoff = args.opt_i64("backoff_ms")?.unwrap_or(300).max(1);
+        // Static membership (`instance`): a host started after a kill takes the dead member's
+        // place at once instead of waiting out its session.
+        let mut consumer_properties = serde_json::Map::new();
+        if let Some(instance) = args.opt_str("instance")? {
+            consumer_properties.insert("group.instance.id".into(), json!(instance));
+        }
         // Small intervals so a run settles in well under a second; the semantics are nafka's.
         let kafka: nafka::KafkaConfig = serde_json::from_value(json!({
             "client_name": args.str("client")?,
@@ -302,7 +308,8 @@ impl<E: Engine> Host<E> {
             "producer": {"acks": "all", "enable_idempotence": true, "linger_ms": 0,
                          "request_timeout_ms": 5000, "delivery_timeout_ms": 10000},
             "consumer": {"auto_offset_reset": "earliest", "session_timeout_ms": 6000,
-                         "heartbeat_interval_ms": 1000, "fetch_wait_max_ms": 20},
+                         "heartbeat_interval_ms": 1000, "fetch_wait_max_ms": 20,
+                         "properties": consumer_properties},
             "behavior": {"commit_interval_ms": 50, "poll_timeout_ms": 20,
                          "start_consume_delay_ms": 0, "consume_retry_backoff_ms": backoff,
                          "max_consume_attempts": 0, "rebalance_commit_timeout_ms": 3000,
