@@ -26,10 +26,11 @@ consume returned after its ACK), and every planted record is on the dead-letter 
 origin (S-KAFKA-02, S-KAFKA-03). At the end of a settle: the dead letters are exactly the planted
 records (S-KAFKA-03); business facts and result outbox are the model's, each effect once
 (S-PART-01, S-PART-03); in a batch where one partition's saga failed, the other partition's records
-were done before the failing one was (S-KAFKA-04). ``kill_after_commit`` arms the host's crash point
-``kafka_committed`` (after the participant's COMMIT, before nasaga's ACK and nafka's offset commit),
-kills the host there, starts a fresh one on the same database and group: the record is redelivered
-and the inbox absorbs it (S-KAFKA-05, S-PART-03).
+were done before the failing one was (S-KAFKA-04). A kill (``publish_planned(kill=True)``, and
+once in ``kafka_walk``) arms the host's crash point ``kafka_committed`` (after the participant's
+COMMIT, before nasaga's ACK and nafka's offset commit), kills the host there, starts a fresh one
+on the same database and group: the record is redelivered and the inbox absorbs it (S-KAFKA-05,
+S-PART-03).
 """
 
 from __future__ import annotations
@@ -206,11 +207,16 @@ class NasagaKafkaMachine(KafkaChecks):
             st.tuples(st.sampled_from(["succeed", "succeed", "reject"]), st.integers(0, 2)),
             min_size=5,
             max_size=5,
-        )
+        ),
+        kill=st.booleans(),
     )
     @step
-    def publish_planned(self, choices: list[Plan]) -> None:
-        """The outbox published with a plan per saga: fail transiently, then succeed or reject."""
+    def publish_planned(self, choices: list[Plan], kill: bool) -> None:
+        """The outbox published with a plan per saga: fail transiently, then succeed or reject;
+        or (``kill``) with the host killed after the first unit's COMMIT."""
+        if kill:
+            self._kill_after_commit()
+            return
         pending = self.runtime.pending_commands()
         plans = {c.saga_id: choice for c, choice in zip(pending, choices, strict=False)}
         failing = {PARTITION_OF[s] for s, (_, n) in plans.items() if n}
@@ -221,9 +227,7 @@ class NasagaKafkaMachine(KafkaChecks):
             self.context.inject(f.SLOW_PARTITION.name)
         self._publish(plans)
 
-    @rule()
-    @step
-    def slow_partition(self) -> None:
+    def _slow_partition(self) -> None:
         """Directed: a saga on each partition in one batch, the first failing twice (S-KAFKA-04)."""
         free = [k for k in range(len(KEYS)) if k not in self.keys_started]
         by_partition = {PARTITION_OF[self._saga(k)]: k for k in reversed(free)}
@@ -235,9 +239,7 @@ class NasagaKafkaMachine(KafkaChecks):
         self.context.inject(f.SLOW_PARTITION.name)
         self._publish({self._saga(slow): ("succeed", 2)})  # the other saga succeeds at once
 
-    @rule()
-    @step
-    def kill_after_commit(self) -> None:
+    def _kill_after_commit(self) -> None:
         """The host killed after a unit's COMMIT and before its offset commit (T-KAFKA-01)."""
         free = [k for k in range(len(KEYS)) if k not in self.keys_started]
         if not self._allows(f.KAFKA_CONSUMER_KILLED) or not (free or self.runtime.pending_commands()):
@@ -247,9 +249,7 @@ class NasagaKafkaMachine(KafkaChecks):
         self.context.inject(f.KAFKA_CONSUMER_KILLED.name)
         self._publish(kill=True)
 
-    @rule()
-    @step
-    def republish(self) -> None:
+    def _republish(self) -> None:
         """A publish retried after its reply was lost: a second record of the same command, which
         the inbox must absorb."""
         originals = [s for s in self.sent.values() if s.kind == "command"]
@@ -265,10 +265,14 @@ class NasagaKafkaMachine(KafkaChecks):
         )
         self._settle({})
 
-    @rule(how=st.sampled_from(sorted(PLANTED)), partition=st.integers(0, PARTITIONS - 1))
+    @rule(how=st.sampled_from(["copy", *sorted(PLANTED)]), partition=st.integers(0, PARTITIONS - 1))
     @step
     def plant_record(self, how: str, partition: int) -> None:
-        """A record nasaga's publisher did not write: dead-lettered durably before its offset moves."""
+        """A record nasaga's publisher did not write: a copy of a published command (absorbed by
+        the inbox), or a planted one (dead-lettered durably before its offset moves)."""
+        if how == "copy":
+            self._republish()
+            return
         kind, _ = PLANTED[how]
         originals = [s for s in self.sent.values() if s.kind == "command"]
         if not originals or not self._allows(kind):
@@ -293,14 +297,14 @@ class NasagaKafkaMachine(KafkaChecks):
         if self.walked:
             return
         self.walked = True
-        unwrapped(NasagaKafkaMachine.slow_partition)(self)
+        self._slow_partition()
         self.after_step()
-        unwrapped(NasagaKafkaMachine.republish)(self)
+        self._republish()
         self.after_step()
         for how in sorted(PLANTED):
             unwrapped(NasagaKafkaMachine.plant_record)(self, how=how, partition=len(self.sent) % PARTITIONS)
             self.after_step()
-        unwrapped(NasagaKafkaMachine.kill_after_commit)(self)
+        self._kill_after_commit()
 
     # -- helpers -----------------------------------------------------------------------------
 
