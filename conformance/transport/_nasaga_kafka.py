@@ -87,6 +87,7 @@ class NasagaKafkaMachine(KafkaChecks):
         ns = self.context.new_namespace()
         target: Any = self.context.target  # _nasaga_kafka_world.NasagaKafkaTarget
         self.bootstrap = str(target.bootstrap())
+        self.planted_bug: str | None = target.planted_bug
         self.runtime = NasagaRuntime("postgres", ns, self.context.stats, lambda _unit: m.CommitFate.COMMITTED)
         self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS))
         self.part = m.ParticipantState(
@@ -128,6 +129,7 @@ class NasagaKafkaMachine(KafkaChecks):
             group=GROUP,
             client=f"c{self.runtime.crash.kills}",
             instance=f"{self.runtime.ns}-c1",
+            planted_bug=self.planted_bug,
             backoff_ms=BACKOFF_MS,
         )
 

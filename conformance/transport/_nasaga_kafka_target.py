@@ -16,13 +16,16 @@ from conformance.transport._nasaga_kafka_world import PLANTED
 @attrs.frozen
 class NasagaKafkaTarget:
     bootstrap: Callable[[], str]
+    #: A planted bug of the host's handler (``examples/broken_nasaga_kafka.py``), or None.
+    planted_bug: str | None = None
 
     def specialise(self, _base: type[ConformanceMachine]) -> type[ConformanceMachine]:
         return NasagaKafkaMachine
 
     @classmethod
     def of(cls, backend: BackendUnderTest) -> NasagaKafkaTarget:
-        return cls(backend.factory("kafka"))
+        bug = backend.factory("planted_bug")() if "planted_bug" in backend.factories else None
+        return cls(backend.factory("kafka"), bug)
 
 
 def nasaga_kafka_target(backend: BackendUnderTest) -> Any:

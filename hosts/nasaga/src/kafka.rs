@@ -26,8 +26,8 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use naoutbox_core::{OutboxEvent, OutboxPublishError, OutboxPublisher};
 use nafka::{AckMode, ConsumerRuntime, GroupSpec, KafkaProxy, KafkaRecord, SingleConsumer};
+use naoutbox_core::{OutboxEvent, OutboxPublishError, OutboxPublisher};
 use nasaga_core::{DefinitionVersion, ServiceIdentity, StepName, WorkflowName};
 use nasaga_runtime_core::{
     CommandDeliveryPolicy, ParticipantCommandTrust, ParticipantHandled, ParticipantRuntime,
@@ -62,6 +62,10 @@ struct KafkaStep<E: Engine> {
     attempts: Mutex<BTreeMap<String, u32>>,
     calls: AtomicU32,
     journal: Mutex<Vec<Value>>,
+    /// A planted bug of the harness's own (`kafka_open planted_bug: "skip_unit"`): the handler
+    /// answers "duplicate" without running the unit, so nasaga acknowledges a record whose unit
+    /// never committed. The suite must catch it (S-KAFKA-02); nasaga's code is untouched.
+    skip_units: bool,
     _engine: std::marker::PhantomData<fn() -> E>,
 }
 
@@ -72,6 +76,9 @@ impl<E: Engine> SagaCommandHandler for KafkaStep<E> {
         producer: &ServiceIdentity,
     ) -> anyhow::Result<ParticipantHandled> {
         let saga = envelope.saga_id.to_string();
+        if self.skip_units {
+            return Ok(ParticipantHandled::Duplicate);
+        }
         let plan = lock(&self.plans).get(&saga).copied().unwrap_or(Plan {
             fail: 0,
             decision: Decision::Succeeded,
@@ -252,7 +259,7 @@ impl<E: Engine> OutboxPublisher for Publisher<'_, E> {
 
 impl<E: Engine> Host<E> {
     /// `kafka_open {namespace, bootstrap, topic, owner, step, group, client, instance?,
-    /// backoff_ms, max_retries}`: nasaga's command consumer for `owner` on `topic`, started in nafka's
+    /// backoff_ms, max_retries, planted_bug?}`: nasaga's command consumer for `owner` on `topic`, started in nafka's
     /// runtime (see module doc). The topic and its `.DLT` exist already (the harness's).
     pub async fn kafka_open(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let namespace = self.ns(args)?;
@@ -278,6 +285,11 @@ impl<E: Engine> Host<E> {
             attempts: Mutex::new(BTreeMap::new()),
             calls: AtomicU32::new(0),
             journal: Mutex::new(Vec::new()),
+            skip_units: match args.opt_str("planted_bug")? {
+                None => false,
+                Some("skip_unit") => true,
+                Some(other) => return Err(bad(format!("unknown planted bug {other}"))),
+            },
             _engine: std::marker::PhantomData,
         });
         let route = SagaCommandRoute::new(
@@ -351,15 +363,22 @@ impl<E: Engine> Host<E> {
         let set = set_of::<E>(&namespace.name)?;
         let (proxy, step, topic) = {
             let guard = lock(&set);
-            (guard.proxy.clone(), Arc::clone(&guard.step), guard.topic.clone())
+            (
+                guard.proxy.clone(),
+                Arc::clone(&guard.step),
+                guard.topic.clone(),
+            )
         };
         let mut plans = BTreeMap::new();
         if let Ok(given) = args.value("plans") {
-            for (saga, plan) in given.as_object().ok_or_else(|| bad("plans: {saga: plan}"))? {
+            for (saga, plan) in given
+                .as_object()
+                .ok_or_else(|| bad("plans: {saga: plan}"))?
+            {
                 let plan = Args(plan);
                 let text = plan.opt_str("decision")?.unwrap_or("succeeded");
-                let decision = Decision::parse(text)
-                    .ok_or_else(|| bad(format!("unknown decision {text}")))?;
+                let decision =
+                    Decision::parse(text).ok_or_else(|| bad(format!("unknown decision {text}")))?;
                 let partition = plan.opt_i64("partition")?.map(|p| p as i32);
                 let fail = plan.u32_or("fail", 0)?;
                 plans.insert(saga.clone(), (Plan { fail, decision }, partition));
@@ -372,9 +391,12 @@ impl<E: Engine> Host<E> {
             plans,
             sent: Mutex::new(Vec::new()),
         };
-        let report =
-            E::dispatch_outbox(&namespace.orch.datasource, &publisher, args.u32_or("limit", 100)?)
-                .await?;
+        let report = E::dispatch_outbox(
+            &namespace.orch.datasource,
+            &publisher,
+            args.u32_or("limit", 100)?,
+        )
+        .await?;
         let sent = std::mem::take(&mut *lock(&publisher.sent));
         Ok(json!({"published": sent, "failed": report.first_error.is_some()}))
     }
