@@ -152,7 +152,8 @@ nasaga-host:
 	CARGO_TARGET_DIR=$(CARGO_TARGET_DIR) cargo build --manifest-path hosts/nasaga/Cargo.toml
 
 # The saga suite on the real nasaga runtime (PostgreSQL) and the transport suite on nasaga's Redis
-# Streams connector (12 examples under ci, about a minute), in its host; one run, one report.
+# Streams connector (12 examples under ci, about a minute) and its Kafka command consumer (6 under
+# ci, about a minute, on the broker before conformance-kafka restarts it), in its host; one run.
 # nasaga-mysql is left out: nasaga cannot run on MariaDB (docs/nasaga-findings.md, N-02).
 conformance-nasaga: venv nasaga-host
 	@mkdir -p $(REPORTS)
