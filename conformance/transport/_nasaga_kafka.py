@@ -58,8 +58,10 @@ from conformance.transport._nasaga_kafka_world import (
     COMMAND_EVENT,
     DECISIONS,
     EVENT_HEADER,
+    FAILURE_BUDGET,
     GROUP,
     KEYS,
+    MAX_RETRIES,
     NASAGA_KAFKA_LACKS,
     OWNER,
     PARTITION_OF,
@@ -90,9 +92,7 @@ class NasagaKafkaMachine(KafkaChecks):
         self.planted_bug: str | None = target.planted_bug
         self.runtime = NasagaRuntime("postgres", ns, self.context.stats, lambda _unit: m.CommitFate.COMMITTED)
         self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS))
-        self.part = m.ParticipantState(
-            w.participant_config(OWNER, transient_failure_budget=w.NO_DEAD_LETTERS)
-        )
+        self.part = m.ParticipantState(w.participant_config(OWNER, transient_failure_budget=FAILURE_BUDGET))
         self.model, _ = m.publish_definition(self.model, m.PublishDefinition(w.ARTIFACT, w.DIGEST))
         self.runtime.publish_definition(w.ARTIFACT, w.DIGEST)
         change = m.ChangeLifecycle(w.KEY, m.LifecycleAction.ACTIVATE)
@@ -115,6 +115,7 @@ class NasagaKafkaMachine(KafkaChecks):
         self.done_copies: set[tuple[int, int]] = set()
         self.killed: list[tuple[int, int]] = []  # records whose host died after their COMMIT
         self.walked = False
+        self.exhausted: set[str] = set()  # sagas planned to spend nasaga's failure budget
 
     # -- the host's consumer -----------------------------------------------------------------
 
@@ -131,6 +132,7 @@ class NasagaKafkaMachine(KafkaChecks):
             instance=f"{self.runtime.ns}-c1",
             planted_bug=self.planted_bug,
             backoff_ms=BACKOFF_MS,
+            max_retries=MAX_RETRIES,
         )
 
     def _allows(self, kind: FaultKind) -> bool:
@@ -157,6 +159,8 @@ class NasagaKafkaMachine(KafkaChecks):
         if not actual:
             return
         batch = {c.saga_id: (plans or {}).get(c.saga_id, ("succeed", 0)) for c in actual}
+        # "exhaust": failing until nasaga's budget is spent, then dead-lettered by the runtime.
+        batch = {saga: (d, FAILURE_BUDGET if d == "exhaust" else n) for saga, (d, n) in batch.items()}
         if kill:
             batch[actual[0].saga_id] = ("succeed", 1)
         wire = {
@@ -175,8 +179,11 @@ class NasagaKafkaMachine(KafkaChecks):
             for _ in range(fail):
                 delivery = m.CommandDelivery(command, w.ORCHESTRATOR, m.Decision.TRANSIENT_FAILURE)
                 self.part, _ = m.handle_command(self.part, delivery)
-            delivery = m.CommandDelivery(command, w.ORCHESTRATOR, DECISIONS[decision])
-            self.part, _ = m.handle_command(self.part, delivery)
+            if decision == "exhaust":
+                self.exhausted.add(command.saga_id)  # the model dead-lettered it at its last failure
+            else:
+                delivery = m.CommandDelivery(command, w.ORCHESTRATOR, DECISIONS[decision])
+                self.part, _ = m.handle_command(self.part, delivery)
             self.commands[command.saga_id] = command
         self._record(reply, actual)
         if kill:
@@ -191,7 +198,8 @@ class NasagaKafkaMachine(KafkaChecks):
             command = self.runtime._command(envelope)
             self.runtime.commands.setdefault(command.command_id, envelope)
             at = (int(sent["partition"]), int(sent["offset"]))
-            self.sent[at] = Sent(*at, str(sent["saga"]), "command", str(sent["payload"]).encode())
+            kind = "exhausted" if str(sent["saga"]) in self.exhausted else "command"
+            self.sent[at] = Sent(*at, str(sent["saga"]), kind, str(sent["payload"]).encode())
             published.append(command.command_id)
             if at[0] != PARTITION_OF[command.saga_id]:
                 raise Violation(
@@ -206,7 +214,7 @@ class NasagaKafkaMachine(KafkaChecks):
 
     @rule(
         choices=st.lists(
-            st.tuples(st.sampled_from(["succeed", "succeed", "reject"]), st.integers(0, 2)),
+            st.tuples(st.sampled_from(["succeed", "succeed", "reject", "exhaust"]), st.integers(0, 2)),
             min_size=5,
             max_size=5,
         ),
@@ -301,6 +309,11 @@ class NasagaKafkaMachine(KafkaChecks):
         self.walked = True
         self._slow_partition()
         self.after_step()
+        free = [k for k in range(len(KEYS)) if k not in self.keys_started][1:]  # one left for the kill
+        if free:
+            self._start(free[0])
+            self._publish({self._saga(free[0]): ("exhaust", 0)})
+            self.after_step()
         self._republish()
         self.after_step()
         for how in sorted(PLANTED):

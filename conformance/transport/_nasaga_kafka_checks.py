@@ -13,6 +13,7 @@ from conformance.saga._nasaga import NasagaRuntime
 from conformance.saga._port import model_participant
 from conformance.transport._base import SagaSideRules
 from conformance.transport._nasaga_kafka_world import (
+    EXHAUSTED,
     GROUP,
     OWNER,
     PARTITION_OF,
@@ -87,7 +88,7 @@ class KafkaChecks(SagaSideRules):
                         "the offset was committed past a copy nasaga never absorbed",
                         {"partition": p, "offset": o, "committed": committed[p]},
                     )
-                if sent.kind in PLANTED and (p, o) not in letters:
+                if (sent.kind in PLANTED or sent.kind == "exhausted") and (p, o) not in letters:
                     raise Violation(
                         "S-KAFKA-03",
                         "the offset moved past a record whose dead letter the broker does not hold",
@@ -121,7 +122,7 @@ class KafkaChecks(SagaSideRules):
 
     def _end_checks(self, batch: dict[str, Plan]) -> None:
         letters = self._dead_letters()
-        planted = {at: s.kind for at, s in self.sent.items() if s.kind in PLANTED}
+        planted = {at: s.kind for at, s in self.sent.items() if s.kind in PLANTED or s.kind == "exhausted"}
         if set(letters) != set(planted):
             raise Violation(
                 "S-KAFKA-03",
@@ -131,7 +132,7 @@ class KafkaChecks(SagaSideRules):
         for at, how in planted.items():
             reason = letters[at]
             self.note(f"dead letter {at}: {how} -> {reason!r}")
-            if PLANTED[how][1] not in reason:
+            if (EXHAUSTED if how == "exhausted" else PLANTED[how][1]) not in reason:
                 raise Violation(
                     "S-KAFKA-03", "a dead letter carries another reason", {"how": how, "reason": reason}
                 )
@@ -159,9 +160,9 @@ class KafkaChecks(SagaSideRules):
         done before the failing one finally was: its partition backed off alone (S-KAFKA-04).
         A record killed at ``kafka_committed`` was redelivered to the fresh host and absorbed."""
         epoch = self.runtime.crash.kills
-        done: dict[str, int] = {}
+        done: dict[str, int] = {}  # saga -> when its record was done: committed, or dead-lettered
         for e in self.journal:
-            if e["epoch"] == epoch and e["kind"] == "delivered" and e["ok"]:
+            if e["epoch"] == epoch and e["kind"] == "delivered" and (e["ok"] or e["error"] == "dead_letter"):
                 done.setdefault(str(e["saga"]), int(e["at_ms"]))
         for at in self.killed:
             if any(

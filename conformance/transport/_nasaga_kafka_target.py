@@ -40,6 +40,6 @@ def nasaga_kafka_targets() -> dict[str, str]:
     targets["healthy-partition-moved-during-backoff"] = "no partition was read while the other backed off"
     targets["duplicate-record-absorbed"] = "no second record of a published command was absorbed"
     targets["failed-record-redelivered"] = "no record a failing handler left was redelivered"
-    for how in PLANTED:
+    for how in (*PLANTED, "exhausted"):
         targets[f"dead-letter:{how}"] = f"no {how} record was dead-lettered"
     return targets

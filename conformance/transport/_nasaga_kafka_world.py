@@ -26,6 +26,12 @@ PLANTED = {
     "forged": (f.FORGED_ENVELOPE, "saga_command_identity_invalid"),
 }
 DECISIONS = {"succeed": m.Decision.SUCCEED, "reject": m.Decision.REJECT}
+#: nasaga's ``CommandDeliveryPolicy.max_retries`` on the consumer: its ``retry_attempt`` counts the
+#: ordinary failures from 1 and a failure past ``max_retries`` is dead-lettered, so the model's
+#: ``transient_failure_budget`` (dead-lettered at the budget-th failure) is one more.
+MAX_RETRIES = 2
+FAILURE_BUDGET = MAX_RETRIES + 1
+EXHAUSTED = "saga_command_retry_exhausted"  # nasaga's reason for a spent budget
 #: Fault kinds of the suite nasaga's Kafka connector cannot be put through, and why.
 NASAGA_KAFKA_LACKS = {
     f.KEY_ROTATED.name: "nasaga's Kafka records carry no signature: the topic's owner is the producer",
