@@ -15,6 +15,11 @@ CROSSHAIR_BUDGET ?= 4
 # A fixed seed makes the gate reproducible run to run; SEED=random explores afresh each time.
 SEED ?= 20261130
 SEED_FLAG := $(if $(filter random,$(SEED)),,--seed $(SEED))
+# A failure a conformance phase finds is shrunk by Hypothesis for at most this long, then made
+# 1-minimal by replay (docs/ci-gate.md): unbounded, Hypothesis may replay for minutes, each replay a
+# whole example on a real engine. SHRINK_BUDGET= leaves Hypothesis's own limit.
+SHRINK_BUDGET ?= 60s
+SHRINK_FLAG := $(if $(SHRINK_BUDGET),--shrink-budget $(SHRINK_BUDGET))
 
 -include mk/services.mk
 
@@ -46,7 +51,7 @@ proto: venv
 
 conformance: venv proto
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --backend embedded --suite all --profile $(PROFILE) $(SEED_FLAG) \
+	$(BIN)/conformance run --backend embedded --suite all --profile $(PROFILE) $(SEED_FLAG) $(SHRINK_FLAG) \
 		--junit $(REPORTS)/conformance-embedded.xml --report $(REPORTS)/conformance-embedded.json
 
 lint: venv
@@ -54,7 +59,7 @@ lint: venv
 	$(BIN)/ruff format --check model impls conformance bench tests examples
 
 types: venv
-	$(BIN)/mypy --strict model impls conformance bench
+	$(BIN)/mypy --strict model impls conformance bench examples
 
 # The two packages are checked side by side, one per core (CrossHair's budgets are wall-clock; each
 # check is single-threaded); each one's output is shown when both are done.
@@ -130,19 +135,19 @@ LIVE_cql := --backend cql --suite store,commit
 LIVE_saga := --backend $(REAL_BACKENDS) --suite saga
 conformance-live-commit conformance-live-cql conformance-live-saga: conformance-live-%: venv proto
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run $(LIVE_$*) --profile $(PROFILE) $(SEED_FLAG) \
+	$(BIN)/conformance run $(LIVE_$*) --profile $(PROFILE) $(SEED_FLAG) $(SHRINK_FLAG) \
 		--junit $(REPORTS)/conformance-live-$*.xml --report $(REPORTS)/conformance-live-$*.json
 
 conformance-crash: venv
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --backend $(REAL_BACKENDS) --suite $(CRASH_SUITES) --profile $(PROFILE) $(SEED_FLAG) \
+	$(BIN)/conformance run --backend $(REAL_BACKENDS) --suite $(CRASH_SUITES) --profile $(PROFILE) $(SEED_FLAG) $(SHRINK_FLAG) \
 		--junit $(REPORTS)/conformance-crash.xml --report $(REPORTS)/conformance-crash.json
 
 # The transport suite on the project's Kafka broker (15 examples of 15 steps under ci): it kills -9
 # and restarts the broker once, so it runs beside nothing else that uses the broker.
 conformance-kafka: venv
 	@mkdir -p $(REPORTS)
-	$(BIN)/conformance run --backend kafka --suite transport --profile $(PROFILE) $(SEED_FLAG) \
+	$(BIN)/conformance run --backend kafka --suite transport --profile $(PROFILE) $(SEED_FLAG) $(SHRINK_FLAG) \
 		--junit $(REPORTS)/conformance-kafka.xml --report $(REPORTS)/conformance-kafka.json
 
 # The nasaga host (docs/nasaga.md); its cargo target directory lives outside the repository.
@@ -158,7 +163,7 @@ nasaga-host:
 conformance-nasaga: venv nasaga-host
 	@mkdir -p $(REPORTS)
 	$(BIN)/conformance run --suite saga,transport --backend built,-nasaga-mysql --profile $(PROFILE) \
-		$(SEED_FLAG) --junit $(REPORTS)/conformance-nasaga.xml --report $(REPORTS)/conformance-nasaga.json
+		$(SEED_FLAG) $(SHRINK_FLAG) --junit $(REPORTS)/conformance-nasaga.xml --report $(REPORTS)/conformance-nasaga.json
 
 # Services are started first so that a missing server fails the run in CI instead of skipping.
 # Phases run group by group (scripts/test-phases): a group's phases side by side, since most of their

@@ -56,8 +56,8 @@ def _configure(parser: argparse.ArgumentParser) -> None:
         "--backend",
         type=_csv,
         default=None,
-        help="comma-separated commit and saga backends (default: all: memory,fakeredis,redis,cql,"
-        "sqlite,postgres,mysql)",
+        help="comma-separated commit and saga backends (default: every registered one, "
+        "conformance/backends.py)",
     )
     parser.add_argument(
         "--suite",

@@ -15,7 +15,9 @@ settings; sqlite3 on an in-memory database), each transaction opened with the di
   make durable, as the unit's has), COMMIT. Ratchet's unit rate is compared with this one.
 
 Every ``SELECT`` result is fetched, as the backend fetches its own. The floor's table,
-``ratchet_bench_floor``, holds one row per floor, deleted when the floor closes.
+``ratchet_bench_floor``, holds one row per floor, deleted when the floor closes. A server's name
+carries the durability it reported (PostgreSQL's ``fsync`` and ``synchronous_commit``, MariaDB's
+``innodb_flush_log_at_trx_commit``): what a COMMIT costs depends on it more than on anything else.
 """
 
 from __future__ import annotations
@@ -142,8 +144,13 @@ def _postgres() -> SqlFloor:
 
     connection = PostgresEngine(pg_dsn()).connect()
     try:
-        version = connection.execute("SHOW server_version").fetchone()
-        server = f"PostgreSQL {str(version[0]).split()[0] if version else '?'}"
+
+        def show(name: str) -> str:
+            row = connection.execute(f"SHOW {name}").fetchone()
+            return str(row[0]).split()[0] if row else "?"
+
+        durability = f"fsync {show('fsync')}, synchronous_commit {show('synchronous_commit')}"
+        server = f"PostgreSQL {show('server_version')} ({durability})"
         return SqlFloor(connection, POSTGRES.begin, POSTGRES.placeholder, server)
     except BaseException:
         connection.close()
@@ -157,11 +164,13 @@ def _mysql() -> SqlFloor:
     connection = MysqlEngine(mysql_params()).connect()
     try:
         with connection.cursor() as cursor:
-            cursor.execute("SELECT VERSION()")
+            cursor.execute("SELECT VERSION(), @@innodb_flush_log_at_trx_commit")
             row = cursor.fetchone()
         version = str(row[0]) if row else "?"
+        flush = f"innodb_flush_log_at_trx_commit {row[1] if row else '?'}"
         product = "MariaDB" if "mariadb" in version.lower() else "MySQL"
-        return SqlFloor(connection, MYSQL.begin, MYSQL.placeholder, f"{product} {version.split('-')[0]}")
+        server = f"{product} {version.split('-')[0]} ({flush})"
+        return SqlFloor(connection, MYSQL.begin, MYSQL.placeholder, server)
     except BaseException:
         connection.close()
         raise

@@ -39,6 +39,10 @@ def _maybe(spread: Spread | None, digits: int = 0) -> str:
     return "-" if spread is None else spread.show(digits)
 
 
+def _percent(spread: Spread | None) -> str:
+    return "-" if spread is None else spread.show() + "%"
+
+
 def _verdicts(verdicts: Sequence[str]) -> str:
     return ", ".join(f"{v} x{n}" for v, n in Counter(verdicts).items())
 
@@ -118,23 +122,44 @@ def _commit_sections(report: BenchReport, sizes: str) -> list[str]:
                 f"{r.cpu_us_per_commit.median:.0f}",
                 "-" if r.round_trips_per_commit is None else f"{r.round_trips_per_commit:g}",
                 _maybe(r.floor_per_second),
-                _maybe(r.floor_ratio_percent) + ("%" if r.floor_ratio_percent is not None else ""),
+                _percent(r.floor_ratio_percent),
+                _maybe(r.read_only_floor_per_second),
+                _percent(r.read_only_ratio_percent),
             ]
             for r in report.rates
         ]
         out += table(
-            ["backend", "commits/s", "CPU us/commit", "RT/commit", "floor/s (same RT)", "Ratchet/floor"],
+            [
+                "backend",
+                "commits/s",
+                "CPU us/commit",
+                "RT/commit",
+                "floor/s (same RT, writing)",
+                "Ratchet/floor",
+                "read-only floor/s",
+                "Ratchet/read-only",
+            ],
             rows,
-            right=(1, 2, 3, 4, 5),
+            right=(1, 2, 3, 4, 5, 6, 7),
         )
+        if any(r.floor_per_second is not None for r in report.rates):
+            out.append(
+                "   floor: a commit's round trips, each writing as a commit's do (the target's figure);"
+            )
+            out.append("   read-only: the same round trips writing nothing (no fsync, no commit log)")
     if report.floors:
-        out += ["", "   raw floor probes (same run, one connection):"]
+        out += [
+            "",
+            "   raw floor probes (same run, one connection, the server's durability as it reported it):",
+        ]
         rows = [
             [
                 f.backend,
                 f.server,
+                f.durability,
                 p.name,
                 str(p.round_trips),
+                "yes" if p.writes else "no",
                 p.per_second.show(),
                 f"{p.cpu_us_per_op.median:.0f}",
             ]
@@ -144,7 +169,9 @@ def _commit_sections(report: BenchReport, sizes: str) -> list[str]:
         out += [
             "   " + line
             for line in table(
-                ["backend", "server", "probe", "RT/op", "ops/s", "CPU us/op"], rows, right=(3, 4, 5)
+                ["backend", "server", "durability", "probe", "RT/op", "writes", "ops/s", "CPU us/op"],
+                rows,
+                right=(4, 6, 7),
             )
         ]
 

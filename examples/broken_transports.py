@@ -98,7 +98,7 @@ class _TrustingServicer(DeliveryServicer):
 
 def UnauthenticatedHandler(*args: Any, **kwargs: Any) -> GrpcListener:
     """S-GRPC-03: a listener without the interceptor whose servicer trusts the request's claim."""
-    return GrpcListener(*args, servicer=_TrustingServicer, interceptors=(), **kwargs)
+    return attrs.evolve(GrpcListener(*args, **kwargs), servicer=_TrustingServicer, interceptors=())
 
 
 BROKEN_TRANSPORTS: dict[str, tuple[str, str]] = {

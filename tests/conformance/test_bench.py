@@ -7,6 +7,7 @@ are spreads — and that a backend whose server is down is reported, not crashed
 
 from __future__ import annotations
 
+import asyncio
 import json
 import math
 from pathlib import Path
@@ -16,6 +17,7 @@ import pytest
 from bench._bench import BenchOptions, BenchReport, run_bench
 from bench._commit_cost import FRESH, REPLAY
 from bench._figures import NOT_MEASURED, PASS, Spread
+from bench._floor import LIKE_FOR_LIKE, READ_ONLY, SINGLE, RedisFloor, timed_loop
 from bench._table import JSON_FORMAT, render, to_json
 from conformance.cli import main
 
@@ -159,3 +161,32 @@ def test_cli_writes_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> 
 def test_cli_rejects_an_unknown_backend(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["bench", "--backend", "nosuch", "--quiet"]) == 2
     assert "unknown backend" in capsys.readouterr().err
+
+
+@pytest.mark.service("redis")
+def test_redis_floor_writes_on_every_round_trip_and_names_the_durability() -> None:
+    """The target's floor writes on each of a commit's round trips (each pays the server's fsync, as a
+    commit's do); the read-only one beside it writes nothing; both say how the server persists."""
+    from impls.redis import redis_client
+
+    async def probe() -> tuple[str, dict[str, tuple[int, bool]], bytes | None, int]:
+        floor = await RedisFloor.open()
+        try:
+            probes = floor.probes(4)
+            for each in probes:
+                assert (await timed_loop(each.operation, 0.0)).count >= 3
+            written = await floor._client.get(floor._key)
+        finally:
+            await floor.close()
+        client = redis_client()
+        try:
+            left = int(await client.exists(floor._key))
+        finally:
+            await client.aclose()
+        shapes = {p.shape: (p.round_trips, p.writes) for p in probes if p.shape != SINGLE}
+        return floor.durability, shapes, written, left
+
+    durability, shapes, written, left = asyncio.run(probe())
+    assert shapes == {LIKE_FOR_LIKE: (4, True), READ_ONLY: (4, False)}
+    assert durability.startswith("appendonly ") and "appendfsync " in durability
+    assert written == b"1" and left == 0  # the writing script really wrote; close removed its key

@@ -205,7 +205,9 @@ def test_postgres_unit_cost_and_floor() -> None:
         assert pg is not None and lite is not None and pg.statements is not None
         assert pg.outcome == UNITS[unit] and pg.statements == lite.statements
     floor = open_sql_floor("postgres")
-    assert floor is not None and floor.server.startswith("PostgreSQL ")
+    assert (
+        floor is not None and floor.server.startswith("PostgreSQL ") and "synchronous_commit " in floor.server
+    )
     try:
         for probe in floor.probes({START: 16}):
             assert sync_timed_loop(probe.operation, 0.0).count >= 3
