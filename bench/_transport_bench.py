@@ -204,6 +204,20 @@ def run_transport(options: BenchOptions, say: Progress) -> SectionOutcome:
                 say(f"transport kafka: {rates[-1].messages_per_second.median:.0f} msg/s")
             except Exception as exc:
                 errors["transport-rate kafka"] = f"{type(exc).__name__}: {exc}"
+    if "nasaga-kafka" in options.backends:
+        reason = unavailable("kafka") or unavailable("postgres")
+        if reason is not None:
+            missing["nasaga-kafka"] = reason
+        else:
+            try:
+                from bench._nasaga_kafka_bench import nasaga_kafka_slices
+
+                measured = [nasaga_kafka_slices(seconds) for _ in range(runs)]
+                floor = "produce(acks=all)+consume+commit"
+                rates.append(_rate("nasaga-kafka", "nasaga SagaKafkaCommandConsumer", floor, measured))
+                say(f"transport nasaga-kafka: {rates[-1].messages_per_second.median:.0f} msg/s")
+            except Exception as exc:
+                errors["transport-rate nasaga-kafka"] = f"{type(exc).__name__}: {exc}"
     try:
         rates.append(
             _rate("grpc", "grpc-mtls", "unary echo (mTLS)", [_grpc_slices(seconds) for _ in range(runs)])

@@ -218,6 +218,20 @@ TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
             examples={"ci": 8, "deep": 100},
             build="make nasaga-host",
         ),
+        TransportBackendSpec(
+            "nasaga-kafka",
+            {
+                "kafka": "impls.endpoints:kafka_bootstrap",
+                "target": "conformance.transport._nasaga_kafka_target:nasaga_kafka_target",
+            },
+            "kafka",  # and PostgreSQL under the host: its outage is an environment error there too
+            "nasaga's Kafka command consumer (feature kafka, nafka) in its host, on the project's broker",
+            # Every rule publishes and then waits until the consumer settled (a back-off, a host
+            # restart and its group join take seconds): a handful of short examples.
+            examples={"ci": 6, "deep": 40},
+            steps={"ci": 10},
+            build="make nasaga-host",
+        ),
     )
 }
 

@@ -83,6 +83,18 @@ class CrashSwitch:
         self.host.call("disarm_crash_point")  # the call never reached the point
         return answer
 
+    def signal_path(self, point: str) -> Path:
+        """A fresh signal file for a point the caller arms itself (a point reached in the
+        background, as nasaga's Kafka consumer's ``kafka_committed``: ``_nasaga_kafka``)."""
+        signal = self._dir / f"crash-{self.kills}-{point}"
+        signal.unlink(missing_ok=True)
+        return signal
+
+    def resume_after_kill(self) -> None:
+        """The host was killed at a point the caller armed: counted, and a fresh one attached."""
+        self.kills += 1
+        self._resume()
+
     def _resume(self) -> None:
         """A fresh host on the same databases; the namespace attached again."""
         try:

@@ -45,11 +45,17 @@ FORGED_ENVELOPE = register_fault_kind(
     )
 )
 UNSIGNED_ENVELOPE = register_fault_kind(
-    FaultKind("unsigned-envelope", "an entry with no signature", applies_per=SIGNED_ONLY)
+    FaultKind(
+        "unsigned-envelope",
+        "an entry with no signature",
+        applies_per=(SIGNED_ONLY, "transport:unsigned-envelope"),
+    )
 )
 OLD_KEY_ENVELOPE = register_fault_kind(
     FaultKind(
-        "old-key-envelope", "an entry re-signed with a key retired before the run", applies_per=SIGNED_ONLY
+        "old-key-envelope",
+        "an entry re-signed with a key retired before the run",
+        applies_per=(SIGNED_ONLY, "transport:old-key-envelope"),
     )
 )
 KEY_ROTATED = register_fault_kind(
@@ -130,14 +136,14 @@ REBALANCE_MID_UNIT = register_fault_kind(
     FaultKind(
         "rebalance-mid-unit",
         "a second consumer joined or left the group between a unit's COMMIT and its offset commit",
-        applies_per=KAFKA_ONLY,
+        applies_per=(KAFKA_ONLY, "transport:rebalance-mid-unit"),
     )
 )
 BROKER_RESTART = register_fault_kind(
     FaultKind(
         "broker-restart",
         "the Kafka broker killed -9 and restarted on its data directory",
-        applies_per=KAFKA_ONLY,
+        applies_per=(KAFKA_ONLY, "transport:broker-restart"),
     )
 )
 SLOW_PARTITION = register_fault_kind(

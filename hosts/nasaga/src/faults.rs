@@ -7,13 +7,17 @@
 //! call's answer, then sends SIGKILL: the process dies holding its transaction, the database
 //! rolls it back when the socket closes, and a fresh host resumes from the database.
 //!
-//! Points (both lie before nasaga sends COMMIT, so what the killed call wrote never commits):
+//! Points (`step` and `eligibility` lie before nasaga sends COMMIT, so what the killed call wrote
+//! never commits; `kafka_committed` lies after it):
 //!
 //! * `step`: the participant's step handler, right after it wrote its business row through
 //!   nasaga's participant transaction (Inbox claim and gate written, result Outbox not yet);
 //! * `eligibility`: the host's eligibility check of an orchestrator unit (start, result),
 //!   which nasaga calls before the body, on every poll of the transaction body and once
-//!   before it decides to commit (`run_authorized_for`, `rt/transaction.rs:85`).
+//!   before it decides to commit (`run_authorized_for`, `rt/transaction.rs:85`);
+//! * `kafka_committed`: nasaga's Kafka command consumer (src/kafka.rs), right after the
+//!   participant's transaction committed and before nasaga's manual ACK, so before nafka
+//!   commits the offset: the one point that lies after COMMIT (the redelivery must be absorbed).
 //!
 //! `disarm_crash_point {}` → `{armed, arrivals}`: what the last armed point saw (a call that
 //! never reached its `at`-th arrival leaves it armed until then). No saga logic here: the
@@ -27,7 +31,7 @@ use serde_json::{json, Value};
 
 use crate::protocol::{bad, Args};
 
-const POINTS: &[&str] = &["step", "eligibility"];
+const POINTS: &[&str] = &["step", "eligibility", "kafka_committed"];
 /// A host stopped at a point exits by itself if nobody kills it (its client died): a host
 /// never outlives its run.
 const STOPPED_AT_MOST: Duration = Duration::from_secs(120);

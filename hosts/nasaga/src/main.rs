@@ -12,6 +12,7 @@ mod engine;
 mod faults; // crash points (issue 20 item 4)
 mod grpc;
 mod host;
+mod kafka; // nasaga's Kafka command consumer (feature `kafka`)
 mod metrics;
 mod ops;
 mod protocol;

@@ -64,6 +64,11 @@ pub const OPS: &[&str] = &[
     "grpc_decide",
     "grpc_calls",
     "grpc_close",
+    "kafka_open",
+    "kafka_dispatch",
+    "kafka_journal",
+    "kafka_wait",
+    "kafka_close",
     // crash points (src/faults.rs)
     "arm_crash_point",
     "disarm_crash_point",
@@ -124,6 +129,11 @@ impl<E: Engine> Host<E> {
             "grpc_decide" => self.grpc_decide(args).await,
             "grpc_calls" => self.grpc_calls(args).await,
             "grpc_close" => self.grpc_close(args).await,
+            "kafka_open" => self.kafka_open(args).await,
+            "kafka_dispatch" => self.kafka_dispatch(args).await,
+            "kafka_journal" => self.kafka_journal(args).await,
+            "kafka_wait" => self.kafka_wait(args).await,
+            "kafka_close" => self.kafka_close(args).await,
             // crash points (src/faults.rs)
             "arm_crash_point" => crate::faults::arm(args),
             "disarm_crash_point" => Ok(crate::faults::disarm()),

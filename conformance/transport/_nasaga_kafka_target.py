@@ -1,0 +1,45 @@
+"""The target of backend ``nasaga-kafka`` and what the gate asks of it (``suites.py``)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import attrs
+
+from conformance._machine import ConformanceMachine, step_names
+from conformance._suites import BackendUnderTest
+from conformance.transport._nasaga_kafka import NasagaKafkaMachine
+from conformance.transport._nasaga_kafka_world import PLANTED
+
+
+@attrs.frozen
+class NasagaKafkaTarget:
+    bootstrap: Callable[[], str]
+    #: A planted bug of the host's handler (``examples/broken_nasaga_kafka.py``), or None.
+    planted_bug: str | None = None
+
+    def specialise(self, _base: type[ConformanceMachine]) -> type[ConformanceMachine]:
+        return NasagaKafkaMachine
+
+    @classmethod
+    def of(cls, backend: BackendUnderTest) -> NasagaKafkaTarget:
+        bug = backend.factory("planted_bug")() if "planted_bug" in backend.factories else None
+        return cls(backend.factory("kafka"), bug)
+
+
+def nasaga_kafka_target(backend: BackendUnderTest) -> Any:
+    """The ``target`` role of ``nasaga-kafka`` (``conformance/backends.py``)."""
+    return NasagaKafkaTarget.of(backend)
+
+
+def nasaga_kafka_targets() -> dict[str, str]:
+    """What the gate asks of a run on nasaga's Kafka connector (the runner adds ``fault:<kind>``)."""
+    targets = {f"step:{name}": "this rule never ran" for name in step_names(NasagaKafkaMachine)}
+    targets["redelivery-after-kill-absorbed"] = "no record of a killed consumer was redelivered and absorbed"
+    targets["healthy-partition-moved-during-backoff"] = "no partition was read while the other backed off"
+    targets["duplicate-record-absorbed"] = "no second record of a published command was absorbed"
+    targets["failed-record-redelivered"] = "no record a failing handler left was redelivered"
+    for how in (*PLANTED, "exhausted"):
+        targets[f"dead-letter:{how}"] = f"no {how} record was dead-lettered"
+    return targets

@@ -1,0 +1,42 @@
+"""What the transport suite on nasaga's Kafka connector shares: names, partitions, planted records,
+what it cannot be put through (machine: ``_nasaga_kafka.py``; target: ``_nasaga_kafka_target.py``)."""
+
+from __future__ import annotations
+
+from conformance.saga import _world as w
+from conformance.transport import _faults as f
+from model import saga as m
+
+GROUP, OWNER, STEP = "work", "p0", "reserve"
+PARTITIONS = 2
+#: The world's business keys; a saga's command goes to partition ``index % 2`` (the harness names
+#: the partition, so a batch can put a failing saga beside a healthy one on purpose).
+KEYS = (*w.BUSINESS_KEYS, *w.UPLOAD_KEYS)
+PARTITION_OF = {
+    m.saga_id_for(w.KEY.tenant, w.KEY.workflow, key): index % PARTITIONS for index, key in enumerate(KEYS)
+}
+BACKOFF_MS = 400  # nafka's consume_retry_backoff_ms: the pause of a partition after a failure
+SETTLE_S = 30.0  # every record has its outcome within this once nothing more fails
+EVENT_HEADER = "X-Nasa-Event"  # nafka's routing header; nasaga's command event type is its value
+COMMAND_EVENT = b"saga.command"
+#: how -> (fault kind, nasaga's dead-letter reason as nafka's DLT header carries it)
+PLANTED = {
+    # nafka's own reason (its decoder's text: "payload codec 失败: JSON 解码失败 ...")
+    "poison": (f.POISON, "payload codec"),
+    "forged": (f.FORGED_ENVELOPE, "saga_command_identity_invalid"),
+}
+DECISIONS = {"succeed": m.Decision.SUCCEED, "reject": m.Decision.REJECT}
+#: nasaga's ``CommandDeliveryPolicy.max_retries`` on the consumer: its ``retry_attempt`` counts the
+#: ordinary failures from 1 and a failure past ``max_retries`` is dead-lettered, so the model's
+#: ``transient_failure_budget`` (dead-lettered at the budget-th failure) is one more.
+MAX_RETRIES = 2
+FAILURE_BUDGET = MAX_RETRIES + 1
+EXHAUSTED = "saga_command_retry_exhausted"  # nasaga's reason for a spent budget
+#: Fault kinds of the suite nasaga's Kafka connector cannot be put through, and why.
+NASAGA_KAFKA_LACKS = {
+    f.KEY_ROTATED.name: "nasaga's Kafka records carry no signature: the topic's owner is the producer",
+    f.UNSIGNED_ENVELOPE.name: "nasaga's Kafka records carry no signature: the topic's owner is the producer",
+    f.OLD_KEY_ENVELOPE.name: "nasaga's Kafka records carry no signature: the topic's owner is the producer",
+    f.REBALANCE_MID_UNIT.name: "one nafka consumer per host process; a second member is not hosted yet",
+    f.BROKER_RESTART.name: "the shared broker is not restarted under nasaga's consumer (backend kafka does)",
+}

@@ -1,0 +1,439 @@
+//! nasaga's Kafka command consumer (feature `kafka`, crate `nafka`) under the harness
+//! (docs/transports.md, "nasaga's Kafka connector").
+//!
+//! Per namespace one consumer set: a `nafka::KafkaProxy` on the broker under test and, for one
+//! participant owner, nasaga's `SagaKafkaCommandConsumer` on that owner's command topic (its
+//! route: the orchestrator's identity, the one known definition, the owner's step), registered
+//! in nafka's hosted consumer runtime with its group. Nothing of the delivery is re-implemented:
+//! nafka's owner thread polls, pauses and seeks a partition whose record failed, backs off,
+//! produces dead letters (`<topic>.DLT`, durability first) and commits the contiguous done
+//! frontier; nasaga's adapter decides each record's verdict and calls the manual ACK only after
+//! the participant's transaction committed or the inbox absorbed a duplicate.
+//!
+//! The consumer runs by itself (it is not stepped): the harness publishes, waits and reads the
+//! broker raw (committed offsets, dead letters) and the participant's database. What the host
+//! adds is observation: a thin `SingleConsumer` in front of nasaga's records each delivery's
+//! partition, offset, attempt and result in a journal, and the handler (nasaga's participant
+//! runtime with the harness's step, `step.rs`) answers by a plan the harness set per saga when it
+//! published: fail transiently `fail` times, then `decision`. After a unit committed the handler
+//! passes the crash point `kafka_committed` (src/faults.rs): between the database commit and
+//! the offset commit.
+//!
+//! Ops: `kafka_open`, `kafka_dispatch`, `kafka_journal`, `kafka_wait`, `kafka_close`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use nafka::{AckMode, ConsumerRuntime, GroupSpec, KafkaProxy, KafkaRecord, SingleConsumer};
+use naoutbox_core::{OutboxEvent, OutboxPublishError, OutboxPublisher};
+use nasaga_core::{DefinitionVersion, ServiceIdentity, StepName, WorkflowName};
+use nasaga_runtime_core::{
+    CommandDeliveryPolicy, ParticipantCommandTrust, ParticipantHandled, ParticipantRuntime,
+    SagaCommandEnvelope, SagaCommandHandler, SagaCommandRoute, SagaKafkaCommandConsumer,
+    SagaKafkaCommandConsumerConfig, COMMAND_EVENT_TYPE,
+};
+use serde_json::{json, Value};
+
+use crate::engine::Engine;
+use crate::host::Host;
+use crate::protocol::{bad, Args, HostError};
+use crate::step::{intern, Decision, HarnessStep};
+
+/// What the business code answers for one saga's command: `fail` transient failures, then
+/// `decision`.
+#[derive(Clone, Copy)]
+struct Plan {
+    fail: u32,
+    decision: Decision,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// The harness's step behind nasaga's Kafka consumer, answering by the saga's plan.
+struct KafkaStep<E: Engine> {
+    owner: String,
+    datasource: String,
+    trusts: Vec<ParticipantCommandTrust>,
+    plans: Mutex<BTreeMap<String, Plan>>,
+    attempts: Mutex<BTreeMap<String, u32>>,
+    calls: AtomicU32,
+    journal: Mutex<Vec<Value>>,
+    /// A planted bug of the harness's own (`kafka_open planted_bug: "skip_unit"`): the handler
+    /// answers "duplicate" without running the unit, so nasaga acknowledges a record whose unit
+    /// never committed. The suite must catch it (S-KAFKA-02); nasaga's code is untouched.
+    skip_units: bool,
+    _engine: std::marker::PhantomData<fn() -> E>,
+}
+
+impl<E: Engine> SagaCommandHandler for KafkaStep<E> {
+    async fn handle_authenticated_command(
+        &self,
+        envelope: &SagaCommandEnvelope,
+        producer: &ServiceIdentity,
+    ) -> anyhow::Result<ParticipantHandled> {
+        let saga = envelope.saga_id.to_string();
+        if self.skip_units {
+            return Ok(ParticipantHandled::Duplicate);
+        }
+        let plan = lock(&self.plans).get(&saga).copied().unwrap_or(Plan {
+            fail: 0,
+            decision: Decision::Succeeded,
+        });
+        let attempt = {
+            let mut attempts = lock(&self.attempts);
+            let n = attempts.entry(saga.clone()).or_insert(0);
+            *n += 1;
+            *n
+        };
+        let decision = if attempt <= plan.fail {
+            Decision::Retryable
+        } else {
+            plan.decision
+        };
+        let runtime = ParticipantRuntime::<E::Backend>::with_datasource(
+            &self.owner,
+            self.trusts.clone(),
+            &self.datasource,
+        )?;
+        let step = HarnessStep {
+            decision,
+            code: intern(match decision {
+                Decision::Rejected => "harness_rejected",
+                Decision::Retryable => "harness_retryable",
+                _ => "harness",
+            }),
+            datasource: self.datasource.clone(),
+            calls: &self.calls,
+            record: E::record_effect,
+        };
+        let authenticated = runtime.authenticate(producer)?;
+        let result = authenticated.execute(&step, envelope, false).await;
+        let outcome = match &result {
+            Ok(ParticipantHandled::Duplicate) => "duplicate",
+            Ok(_) => "committed",
+            Err(_) => "not_committed",
+        };
+        lock(&self.journal).push(json!({
+            "kind": "handled", "saga": saga, "attempt": attempt,
+            "decision": decision.as_str(), "outcome": outcome,
+        }));
+        if result.is_ok() {
+            crate::faults::reached("kafka_committed"); // between COMMIT and the offset commit
+        }
+        result
+    }
+}
+
+/// nasaga's consumer with a journal of what nafka handed it (partition, offset, attempt, result).
+struct Journaled<E: Engine> {
+    inner: SagaKafkaCommandConsumer<KafkaStep<E>>,
+    step: Arc<KafkaStep<E>>,
+    started: Instant,
+}
+
+impl<E: Engine> SingleConsumer for Journaled<E> {
+    type Message = SagaCommandEnvelope;
+
+    fn topics(&self) -> Vec<String> {
+        self.inner.topics()
+    }
+    fn event(&self) -> String {
+        self.inner.event()
+    }
+    fn group(&self) -> GroupSpec {
+        self.inner.group()
+    }
+    fn id(&self) -> &'static str {
+        self.inner.id()
+    }
+    fn ack_mode(&self) -> AckMode {
+        self.inner.ack_mode()
+    }
+
+    async fn consume(&self, record: KafkaRecord<Self::Message>) -> nafka::Result<()> {
+        let entry = json!({
+            "kind": "delivered",
+            "saga": record.value.saga_id.to_string(),
+            "partition": record.ctx.partition,
+            "offset": record.ctx.offset,
+            "delivery_attempt": record.ctx.delivery_attempt,
+        });
+        let result = self.inner.consume(record).await;
+        let mut entry = entry;
+        entry["ok"] = json!(result.is_ok());
+        entry["error"] = json!(result.as_ref().err().map(error_kind));
+        entry["at_ms"] = json!(self.started.elapsed().as_millis() as u64);
+        lock(&self.step.journal).push(entry);
+        result
+    }
+}
+
+/// The closed kind of nafka's error, never its text.
+fn error_kind(error: &nafka::NafkaError) -> &'static str {
+    match error {
+        nafka::NafkaError::HandlerDeadLetter(_) => "dead_letter",
+        nafka::NafkaError::HandlerDeferred(_) => "deferred",
+        nafka::NafkaError::Broker(_) => "retry",
+        _ => "other",
+    }
+}
+
+struct KafkaSet<E: Engine> {
+    proxy: KafkaProxy,
+    consumers: Option<ConsumerRuntime>,
+    step: Arc<KafkaStep<E>>,
+    topic: String,
+}
+
+type Sets = Mutex<BTreeMap<String, Arc<dyn std::any::Any + Send + Sync>>>;
+
+fn sets() -> &'static Sets {
+    static SETS: OnceLock<Sets> = OnceLock::new();
+    SETS.get_or_init(|| Mutex::new(BTreeMap::new()))
+}
+
+fn set_of<E: Engine>(namespace: &str) -> anyhow::Result<Arc<Mutex<KafkaSet<E>>>> {
+    let found = lock(sets())
+        .get(namespace)
+        .cloned()
+        .ok_or_else(|| HostError::new("host.no_kafka", "kafka_open first"))?;
+    found
+        .downcast::<Mutex<KafkaSet<E>>>()
+        .map_err(|_| bad("kafka set of another engine"))
+}
+
+/// Publishes each command event to the owner's topic, keyed by its saga (the partition is the
+/// broker client's murmur2 of the key), after noting the saga's plan for the handler.
+struct Publisher<'a, E: Engine> {
+    proxy: &'a KafkaProxy,
+    step: &'a KafkaStep<E>,
+    topic: &'a str,
+    /// saga id -> (plan, partition); a saga not named succeeds, on its key's partition.
+    plans: BTreeMap<String, (Plan, Option<i32>)>,
+    sent: Mutex<Vec<Value>>,
+}
+
+#[async_trait::async_trait]
+impl<E: Engine> OutboxPublisher for Publisher<'_, E> {
+    async fn publish(&self, event: &OutboxEvent) -> Result<(), OutboxPublishError> {
+        let envelope: Value = serde_json::from_slice(&event.payload)
+            .map_err(|_| OutboxPublishError::new("the command payload is not JSON"))?;
+        let saga = envelope
+            .get("saga_id")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_owned();
+        let (plan, partition) = self.plans.get(&saga).copied().unwrap_or((
+            Plan {
+                fail: 0,
+                decision: Decision::Succeeded,
+            },
+            None,
+        ));
+        lock(&self.step.plans).insert(saga.clone(), plan);
+        let mut record = self
+            .proxy
+            .publish_raw(self.topic, &event.payload)
+            .event(COMMAND_EVENT_TYPE)
+            .key(saga.clone());
+        if let Some(partition) = partition {
+            record = record.partition(partition);
+        }
+        let delivery = record
+            .send()
+            .await
+            .map_err(|_| OutboxPublishError::new("the broker did not acknowledge the command"))?;
+        lock(&self.sent).push(json!({
+            "saga": saga,
+            "partition": delivery.partition,
+            "offset": delivery.offset,
+            "payload": String::from_utf8_lossy(&event.payload),
+        }));
+        Ok(())
+    }
+}
+
+impl<E: Engine> Host<E> {
+    /// `kafka_open {namespace, bootstrap, topic, owner, step, group, client, instance?,
+    /// backoff_ms, max_retries, planted_bug?}`: nasaga's command consumer for `owner` on `topic`, started in nafka's
+    /// runtime (see module doc). The topic and its `.DLT` exist already (the harness's).
+    pub async fn kafka_open(&self, args: &Args<'_>) -> anyhow::Result<Value> {
+        let namespace = self.ns(args)?;
+        let topic = args.str("topic")?.to_owned();
+        let owner = args.str("owner")?.to_owned();
+        let step_name = args.str("step")?.to_owned();
+        let role = namespace.owner(&owner)?;
+        let producer = namespace.orch_identity.clone();
+        let [definition] = namespace.known.values().collect::<Vec<_>>()[..] else {
+            return Err(bad("kafka_open needs exactly one known definition"));
+        };
+        let trusts = vec![ParticipantCommandTrust::new(
+            producer.clone(),
+            definition.name().clone(),
+            definition.version(),
+            definition.digest(),
+        )?];
+        let step = Arc::new(KafkaStep::<E> {
+            owner: owner.clone(),
+            datasource: role.datasource.clone(),
+            trusts,
+            plans: Mutex::new(BTreeMap::new()),
+            attempts: Mutex::new(BTreeMap::new()),
+            calls: AtomicU32::new(0),
+            journal: Mutex::new(Vec::new()),
+            skip_units: match args.opt_str("planted_bug")? {
+                None => false,
+                Some("skip_unit") => true,
+                Some(other) => return Err(bad(format!("unknown planted bug {other}"))),
+            },
+            _engine: std::marker::PhantomData,
+        });
+        let route = SagaCommandRoute::new(
+            producer,
+            WorkflowName::new(definition.name().as_str())?,
+            DefinitionVersion::new(definition.version().get())?,
+            definition.digest(),
+            StepName::new(&step_name)?,
+        )?;
+        let config = SagaKafkaCommandConsumerConfig::new(
+            BTreeMap::from([(topic.clone(), route)]),
+            args.str("group")?,
+            CommandDeliveryPolicy {
+                max_retries: args.u32_or("max_retries", 16)?,
+            },
+        )?;
+        let backoff = args.opt_i64("backoff_ms")?.unwrap_or(300).max(1);
+        // Static membership (`instance`): a host started after a kill takes the dead member's
+        // place at once instead of waiting out its session.
+        let mut consumer_properties = serde_json::Map::new();
+        if let Some(instance) = args.opt_str("instance")? {
+            consumer_properties.insert("group.instance.id".into(), json!(instance));
+        }
+        // Small intervals so a run settles in well under a second; the semantics are nafka's.
+        let kafka: nafka::KafkaConfig = serde_json::from_value(json!({
+            "client_name": args.str("client")?,
+            "bootstrap_servers": args.str("bootstrap")?,
+            "producer": {"acks": "all", "enable_idempotence": true, "linger_ms": 0,
+                         "request_timeout_ms": 5000, "delivery_timeout_ms": 10000},
+            "consumer": {"auto_offset_reset": "earliest", "session_timeout_ms": 6000,
+                         "heartbeat_interval_ms": 1000, "fetch_wait_max_ms": 20,
+                         "properties": consumer_properties},
+            "behavior": {"commit_interval_ms": 50, "poll_timeout_ms": 20,
+                         "start_consume_delay_ms": 0, "consume_retry_backoff_ms": backoff,
+                         "max_consume_attempts": 0, "rebalance_commit_timeout_ms": 3000,
+                         "dlt_retry_initial_ms": 100, "dlt_retry_max_ms": 1000,
+                         "shutdown_timeout_ms": 10000, "publish_timeout_ms": 10000,
+                         "control_timeout_ms": 10000},
+            "properties": {"log_level": "3"},
+        }))
+        .map_err(|e| bad(format!("kafka config: {e}")))?;
+        let proxy = KafkaProxy::connect(kafka)
+            .map_err(|e| HostError::new("host.kafka", format!("kafka connect failed: {e}")))?;
+        let consumer = Journaled {
+            inner: SagaKafkaCommandConsumer::new(Arc::clone(&step), config),
+            step: Arc::clone(&step),
+            started: Instant::now(),
+        };
+        let consumers = proxy
+            .consumers()
+            .register(consumer)?
+            .start()
+            .await
+            .map_err(|e| HostError::new("host.kafka", format!("consumer start failed: {e}")))?;
+        let groups = consumers.groups().to_vec();
+        let set = KafkaSet::<E> {
+            proxy,
+            consumers: Some(consumers),
+            step,
+            topic,
+        };
+        lock(sets()).insert(namespace.name.clone(), Arc::new(Mutex::new(set)));
+        Ok(json!({"groups": groups}))
+    }
+
+    /// `kafka_dispatch {namespace, plans?: {saga_id: {fail, decision, partition}}, limit?}`:
+    /// nasaga's outbox dispatcher on the orchestrator's outbox, publishing each command (its
+    /// saga's plan noted first) → `{published: [{saga, partition, offset, payload}]}`.
+    pub async fn kafka_dispatch(&self, args: &Args<'_>) -> anyhow::Result<Value> {
+        let namespace = self.ns(args)?;
+        let set = set_of::<E>(&namespace.name)?;
+        let (proxy, step, topic) = {
+            let guard = lock(&set);
+            (
+                guard.proxy.clone(),
+                Arc::clone(&guard.step),
+                guard.topic.clone(),
+            )
+        };
+        let mut plans = BTreeMap::new();
+        if let Ok(given) = args.value("plans") {
+            for (saga, plan) in given
+                .as_object()
+                .ok_or_else(|| bad("plans: {saga: plan}"))?
+            {
+                let plan = Args(plan);
+                let text = plan.opt_str("decision")?.unwrap_or("succeeded");
+                let decision =
+                    Decision::parse(text).ok_or_else(|| bad(format!("unknown decision {text}")))?;
+                let partition = plan.opt_i64("partition")?.map(|p| p as i32);
+                let fail = plan.u32_or("fail", 0)?;
+                plans.insert(saga.clone(), (Plan { fail, decision }, partition));
+            }
+        }
+        let publisher = Publisher {
+            proxy: &proxy,
+            step: &step,
+            topic: &topic,
+            plans,
+            sent: Mutex::new(Vec::new()),
+        };
+        let report = E::dispatch_outbox(
+            &namespace.orch.datasource,
+            &publisher,
+            args.u32_or("limit", 100)?,
+        )
+        .await?;
+        let sent = std::mem::take(&mut *lock(&publisher.sent));
+        Ok(json!({"published": sent, "failed": report.first_error.is_some()}))
+    }
+
+    /// `kafka_journal {namespace}` → `{entries: [...], calls}`: what happened since the last
+    /// read (deliveries with their result, handler outcomes), drained.
+    pub async fn kafka_journal(&self, args: &Args<'_>) -> anyhow::Result<Value> {
+        let namespace = self.ns(args)?;
+        let set = set_of::<E>(&namespace.name)?;
+        let step = Arc::clone(&lock(&set).step);
+        let entries = std::mem::take(&mut *lock(&step.journal));
+        Ok(json!({"entries": entries, "calls": step.calls.load(Ordering::SeqCst)}))
+    }
+
+    /// `kafka_wait {ms}`: the host idles while its consumer runs (a call the harness can hold a
+    /// crash point's `kill_at` on).
+    pub async fn kafka_wait(&self, args: &Args<'_>) -> anyhow::Result<Value> {
+        let ms = args.opt_i64("ms")?.unwrap_or(100).clamp(0, 60_000) as u64;
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        Ok(json!({"waited_ms": ms}))
+    }
+
+    /// `kafka_close {namespace}`: nafka's shutdown (consumers stopped, the done frontier
+    /// committed, producers flushed), the set forgotten.
+    pub async fn kafka_close(&self, args: &Args<'_>) -> anyhow::Result<Value> {
+        let name = args.str("namespace")?;
+        let found = lock(sets()).remove(name);
+        if let Some(any) = found {
+            if let Ok(set) = any.downcast::<Mutex<KafkaSet<E>>>() {
+                let (proxy, consumers) = {
+                    let mut guard = lock(&set);
+                    (guard.proxy.clone(), guard.consumers.take())
+                };
+                drop(consumers);
+                let _ = proxy.shutdown().await;
+            }
+        }
+        Ok(json!({"closed": true}))
+    }
+}
