@@ -13,6 +13,7 @@ and booleans are singletons by design and stay themselves. Mutation testing foun
 from __future__ import annotations
 
 import enum
+from collections.abc import Callable
 from typing import Any, TypeVar
 
 import attrs
@@ -26,24 +27,72 @@ def fresh(value: T) -> T:
     return _fresh(value)  # type: ignore[no-any-return]
 
 
+Copier = Callable[[Any], Any]
+
+#: The copier of each type met so far: the choice below is made once per type, not per value
+#: (a suite copies every argument of every store call, hundreds of thousands of values a run).
+_COPIERS: dict[type, Copier] = {}
+
+
 def _fresh(value: Any) -> Any:
-    if value is None or isinstance(value, bool | enum.Enum):
-        return value
-    if isinstance(value, str):
-        return value.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")
-    if isinstance(value, int):
-        return int(str(value)) if type(value) is int else value
-    if isinstance(value, bytes):
-        return bytes(bytearray(value))
-    if isinstance(value, tuple):
-        items = [_fresh(item) for item in value]
-        return type(value)(*items) if hasattr(value, "_fields") else tuple(items)
-    if isinstance(value, list):
-        return [_fresh(item) for item in value]
-    if isinstance(value, frozenset):
-        return frozenset(_fresh(item) for item in value)
-    if attrs.has(type(value)):
-        fields = attrs.fields(type(value))
-        if all(field.init for field in fields):
-            return type(value)(**{field.alias: _fresh(getattr(value, field.name)) for field in fields})
+    kind = type(value)
+    copier = _COPIERS.get(kind)
+    if copier is None:
+        copier = _COPIERS[kind] = _copier_for(kind)
+    return copier(value)
+
+
+def _same(value: Any) -> Any:
     return value
+
+
+def _str(value: str) -> str:
+    return value.encode("utf-8", "surrogatepass").decode("utf-8", "surrogatepass")
+
+
+def _int(value: int) -> int:
+    return int(str(value))
+
+
+def _bytes(value: bytes) -> bytes:
+    return bytes(bytearray(value))
+
+
+def _tuple(value: tuple[Any, ...]) -> tuple[Any, ...]:
+    return tuple([_fresh(item) for item in value])
+
+
+def _list(value: list[Any]) -> list[Any]:
+    return [_fresh(item) for item in value]
+
+
+def _frozenset(value: frozenset[Any]) -> frozenset[Any]:
+    return frozenset([_fresh(item) for item in value])
+
+
+def _copier_for(kind: type) -> Copier:
+    """How to copy a value of ``kind``: the first that applies of singleton (None, bool, enum
+    member), str, int, bytes, tuple (a named tuple rebuilt as its type), list, frozenset, attrs
+    class whose fields all go through ``__init__``; anything else is kept."""
+    if kind is type(None) or issubclass(kind, bool | enum.Enum):
+        return _same
+    if issubclass(kind, str):
+        return _str
+    if issubclass(kind, int):
+        return _int if kind is int else _same
+    if issubclass(kind, bytes):
+        return _bytes
+    if issubclass(kind, tuple):
+        if hasattr(kind, "_fields"):
+            return lambda value: kind(*[_fresh(item) for item in value])
+        return _tuple
+    if issubclass(kind, list):
+        return _list
+    if issubclass(kind, frozenset):
+        return _frozenset
+    if attrs.has(kind):
+        fields = attrs.fields(kind)
+        if all(field.init for field in fields):
+            names = tuple((field.alias, field.name) for field in fields)
+            return lambda value: kind(**{alias: _fresh(getattr(value, name)) for alias, name in names})
+    return _same

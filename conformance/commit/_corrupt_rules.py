@@ -95,12 +95,18 @@ class CorruptRules(ConformanceMachine):
         def call(self, coro: Any) -> Any: ...
 
     def __init__(self) -> None:
+        self._inspected: tuple[object, bool] | None = None
         super().__init__()
         self.corrupted = 0
         self.context.stats.details.setdefault("inspector", str(self.inspectable()))
 
     def inspectable(self) -> bool:
-        return isinstance(self.oracle.real, StoreInspector)
+        # A precondition, asked at every step: an isinstance against a runtime-checkable
+        # protocol walks its members each time, so the answer is kept per store object.
+        real = self.oracle.real
+        if self._inspected is None or self._inspected[0] is not real:
+            self._inspected = (real, isinstance(real, StoreInspector))
+        return self._inspected[1]
 
     @precondition(lambda self: self.inspectable())
     @rule()

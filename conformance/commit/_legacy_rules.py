@@ -74,11 +74,16 @@ class LegacyRules(ConformanceMachine):
         def call(self, coro: Any) -> Any: ...
 
     def __init__(self) -> None:
+        self._legacy: tuple[object, bool] | None = None
         super().__init__()
         self.context.stats.details.setdefault("legacy_import", str(self.imports_legacy()))
 
     def imports_legacy(self) -> bool:
-        return isinstance(self.oracle.real, LegacyImport)
+        # A precondition, asked at every step: the protocol check is kept per store object.
+        real = self.oracle.real
+        if self._legacy is None or self._legacy[0] is not real:
+            self._legacy = (real, isinstance(real, LegacyImport))
+        return self._legacy[1]
 
     @precondition(lambda self: self.imports_legacy())
     @rule(variant=st.sampled_from(LEGACY_VARIANTS))
