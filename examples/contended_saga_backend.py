@@ -85,3 +85,27 @@ class BurstBackend(MemorySagaBackend):
 
 def refused_in_bursts(namespace: str) -> MemorySagaBackend:
     return BurstBackend(namespace)
+
+
+class _AppliedThenRefusedTransaction(_BurstTransaction):
+    def commit(self) -> None:
+        number = self._burst.commits
+        self._burst.commits += 1
+        MemoryTransaction.commit(self)  # the bug: the writes are durable ...
+        if (number // BURST) % BURST_EVERY == BURST_EVERY - 1:
+            # ... and the COMMIT is still reported as a definite rollback.
+            raise SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "could not serialize access")
+
+
+class AppliedThenRefusedBackend(BurstBackend):
+    """Broken: in the same bursts, a COMMIT that applied is reported as refused (ROLLED_BACK).
+
+    The runtime runs the unit again on top of its own committed writes; the harness's allowance
+    for a database's definite rollback must not hide that (the rows read back show the unit)."""
+
+    def begin(self) -> MemoryTransaction:
+        return _AppliedThenRefusedTransaction(self)
+
+
+def applied_then_refused(namespace: str) -> MemorySagaBackend:
+    return AppliedThenRefusedBackend(namespace)
