@@ -39,6 +39,7 @@ class CallSite:
     write: bool = True
     wire: object | None = None
     requests: int = 1  # how many requests of the call a wire fault meets
+    skip: int = 0  # how many of the call's requests a wire fault lets through before it meets one
 
 
 class CallHooks:

@@ -8,6 +8,13 @@ observation of its stage (S-OBS-02), which the metrics ledger counts at the stor
 (``conformance/saga/_timing.TransactionLog``)::
 
     conformance run --saga-backend examples.contended_saga_backend:contended --suite saga
+
+``refused_in_bursts`` refuses three COMMITs in a row now and then, so a unit can be refused on every
+attempt the runtime makes (``impls.saga.MAX_ATTEMPTS``); the runtime then answers ``RolledBack``,
+which is true (nothing applied) and which the saga machine settles as the fate "rolled back" once
+the storage port saw the database refuse the unit's last transaction (``_base.database_refused``)::
+
+    conformance run --saga-backend examples.contended_saga_backend:refused_in_bursts --suite saga
 """
 
 from __future__ import annotations
@@ -43,3 +50,62 @@ class ContendedBackend(MemorySagaBackend):
 
 def contended(namespace: str) -> MemorySagaBackend:
     return ContendedBackend(namespace)
+
+
+#: ``refused_in_bursts``: every ``BURST_EVERY``-th run of COMMITs, ``BURST`` in a row are refused.
+BURST = 3
+BURST_EVERY = 5
+
+
+class _BurstTransaction(MemoryTransaction):
+    def __init__(self, backend: BurstBackend) -> None:
+        super().__init__(backend)
+        self._burst = backend
+
+    def commit(self) -> None:
+        number = self._burst.commits
+        self._burst.commits += 1
+        if (number // BURST) % BURST_EVERY == BURST_EVERY - 1:
+            self.rollback()
+            raise SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "could not serialize access")
+        super().commit()
+
+
+class BurstBackend(MemorySagaBackend):
+    """Contention in bursts: ``BURST`` COMMITs in a row refused with a definite rollback, so a unit
+    that meets a burst's first refusal is refused on every one of its ``run_unit`` attempts."""
+
+    def __init__(self, namespace: str) -> None:
+        super().__init__(namespace)
+        self.commits = 0
+
+    def begin(self) -> MemoryTransaction:
+        return _BurstTransaction(self)
+
+
+def refused_in_bursts(namespace: str) -> MemorySagaBackend:
+    return BurstBackend(namespace)
+
+
+class _AppliedThenRefusedTransaction(_BurstTransaction):
+    def commit(self) -> None:
+        number = self._burst.commits
+        self._burst.commits += 1
+        MemoryTransaction.commit(self)  # the bug: the writes are durable ...
+        if (number // BURST) % BURST_EVERY == BURST_EVERY - 1:
+            # ... and the COMMIT is still reported as a definite rollback.
+            raise SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "could not serialize access")
+
+
+class AppliedThenRefusedBackend(BurstBackend):
+    """Broken: in the same bursts, a COMMIT that applied is reported as refused (ROLLED_BACK).
+
+    The runtime runs the unit again on top of its own committed writes; the harness's allowance
+    for a database's definite rollback must not hide that (the rows read back show the unit)."""
+
+    def begin(self) -> MemoryTransaction:
+        return _AppliedThenRefusedTransaction(self)
+
+
+def applied_then_refused(namespace: str) -> MemorySagaBackend:
+    return AppliedThenRefusedBackend(namespace)

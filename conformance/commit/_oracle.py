@@ -148,7 +148,7 @@ class StoreOracle:
         self.state = StoreState()
         self.armed: FaultKind | None = None  # a fault for the next store calls, whoever makes them
         self.armed_calls = 0  # how many calls it still hits (an outage spans several)
-        self.armed_requests = 1  # how many requests of the call a wire fault meets
+        self.armed_requests, self.armed_skip = 1, 0  # requests a wire fault meets; ones it lets through
         self.violation: Violation | None = None
         self.disturbances = 0  # faults injected plus uncertain outcomes seen: excuses RECOVERABLE
         self.conversation_of: dict[CommitKey, ConversationId] = {}
@@ -174,10 +174,10 @@ class StoreOracle:
 
     # --- the lock step ----------------------------------------------------------------------
 
-    def arm(self, fault: FaultKind | None, calls: int = 1, requests: int = 1) -> None:
+    def arm(self, fault: FaultKind | None, calls: int = 1, requests: int = 1, skip: int = 0) -> None:
         self.armed = fault
         self.armed_calls = calls if fault is not None else 0
-        self.armed_requests = requests
+        self.armed_requests, self.armed_skip = requests, skip
 
     def take_fault(self, label: str, key: CommitKey | None, write: bool) -> tuple[FaultKind, CallSite] | None:
         """The armed fault for this call, with the call as its hooks see it (``taken`` has run)."""
@@ -185,7 +185,7 @@ class StoreOracle:
         if fault is None:
             return None
         self.armed_calls -= 1
-        requests = self.armed_requests
+        requests, skip = self.armed_requests, self.armed_skip
         if self.armed_calls <= 0:
             self.arm(None)
         self.disturbances += 1
@@ -197,6 +197,7 @@ class StoreOracle:
             write=write,
             wire=self.wire,
             requests=requests,
+            skip=skip,
         )
         fault.hooks.taken(fault, site)
         return fault, site

@@ -54,9 +54,10 @@ class CommitTarget:
         """The machine with the wire-fault rule when the store has a wire; ``base`` unchanged if not."""
         if self.wire is None:
             return base
-        from conformance.commit._wire_rules import WireFaultRules
+        from conformance.commit._wire_rules import MidCallWireFaultRules, WireFaultRules
 
-        return type(base.__name__, (WireFaultRules, base), {})
+        rules = MidCallWireFaultRules if self.wire.mid_call else WireFaultRules
+        return type(base.__name__, (rules, base), {})
 
     async def open_store(self, namespace: str, membership: MembershipDirectory) -> MessageStore:
         store = await _open("store", self.store_factory, namespace, membership)

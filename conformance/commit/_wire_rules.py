@@ -41,13 +41,16 @@ class WireFaultRules(ConformanceMachine):
         next ``requests`` requests lose their answer, are reset before they leave, or stall past the
         client's timeout; or, for ``partition``, the next ``requests`` calls find every connection
         refused."""
+        self._arm_wire(kind, requests, 0)
+
+    def _arm_wire(self, kind: str, requests: int, skip: int) -> None:
         if not self.context.faults.allows(kind):
             return
         fault = STORE_WIRE_FAULTS[kind]
         if fault is PARTITION:
             self.oracle.arm(fault, calls=requests)
         else:
-            self.oracle.arm(fault, calls=1, requests=requests)
+            self.oracle.arm(fault, calls=1, requests=requests, skip=skip)
 
     @rule()
     @step
@@ -88,3 +91,26 @@ class WireFaultRules(ConformanceMachine):
                 return
             last = result
         raise HarnessEnvironmentError(f"readiness did not come back after a healed partition: {last}")
+
+
+#: How many of a call's requests a mid-call fault lets through first (``MidCallWireFaultRules``).
+MID_CALL_SKIPS = (0, 0, 1, 2)
+
+
+class MidCallWireFaultRules(WireFaultRules):
+    """The wire rule for stores whose calls are several statements (``WireRoute.mid_call``).
+
+    Every call of the CQL store opens with a SERIAL read and ends in a lightweight transaction
+    (a read, a side-table write, then the conditional write): a fault that always meets a call's
+    first request fails that read, the call ends there, and no conditional write ever loses its
+    answer on the wire. Here the fault may let the first one or two requests through, so it meets
+    the hint write, the history write or the conditional write itself (C-POST-08; the planted
+    ``examples.wire_stores:cql_timeout_not_applied`` is caught only this way).
+    """
+
+    @rule(kind=st.sampled_from(DRAWS), requests=st.sampled_from((1, 3)), skip=st.sampled_from(MID_CALL_SKIPS))
+    @step
+    def arm_wire_fault(self, kind: str, requests: int, skip: int) -> None:
+        """As ``WireFaultRules.arm_wire_fault``, but the call's first ``skip`` requests pass
+        untouched and the fault meets the ones after them (``partition`` ignores ``skip``)."""
+        self._arm_wire(kind, requests, skip)

@@ -28,6 +28,9 @@ FATES = {
     "unknown_applied": m.CommitFate.UNKNOWN_APPLIED,
     "unknown_not_applied": m.CommitFate.UNKNOWN_NOT_APPLIED,
 }
+#: The fates under which the runtime sends COMMIT (the others fail or roll back before it): the ones
+#: a database can refuse at COMMIT (``SagaMachineBase.database_refused``).
+SENT_COMMIT = frozenset({m.CommitFate.COMMITTED, m.CommitFate.UNKNOWN_APPLIED})
 fates = st.sampled_from(["committed"] * 5 + ["rolled_back", "unknown_applied", "unknown_not_applied"])
 indexes = st.integers(0, 7)
 
@@ -95,11 +98,68 @@ class SagaMachineBase(ConformanceMachine):
         self.fate = fate
         return fate
 
+    def database_refused(self, commit: m.CommitFate, actual: object) -> bool:
+        """S-TX-01: whether the unit the runtime just ran (planned fate ``commit``) was rolled back
+        by the database itself, on every attempt.
+
+        A database refuses a COMMIT with a definite rollback (PostgreSQL's serialization failure
+        ``40001`` at COMMIT, a deadlock, MariaDB's lock wait timeout): nothing of the transaction
+        applies, and by the database's own semantics that is a rollback, not an unknown outcome
+        (the seed: "COMMIT 发出后的成功或结果不明继续按数据库事务语义返回"; only an *unconfirmable*
+        commit must never become an ordinary retry). The runtime may run the unit again, a bounded
+        number of times (``impls.saga.run_unit``); when every attempt was refused it answers
+        ``RolledBack``, which is true of what is durable. So a planned fate under which COMMIT is
+        sent (committed, or "unknown, applied": the answer was to be lost after a COMMIT that the
+        database refused instead) is settled as ``ROLLED_BACK`` when the runtime says rolled back
+        *and* the last transaction it began in the call was refused by the database (the storage
+        port's ``TransactionLog``, kept by the metrics ledger). The after-step comparison then reads
+        every row back: nothing of the unit may show. A runtime that owns its connections (no log)
+        gets no such allowance.
+        """
+        if commit not in SENT_COMMIT or self.refused_before() is None:
+            return False
+        if actual != self.runtime.project(m.RolledBack()):
+            return False
+        self.note("the database refused the unit's last attempt too: settled as rolled back (S-TX-01)")
+        self.context.reach("database-refused-every-attempt")
+        return True
+
+    def refused_before(self) -> tuple[m.OrchestratorStore, dict[str, m.ParticipantState]] | None:
+        """The model's state before the last call, if the database refused that call's last
+        transaction (``_metrics_checks.Ledgered.refused_call``); None when it did not, or when
+        the runtime keeps no transaction log."""
+        refused_call = getattr(self.runtime, "refused_call", None)
+        return refused_call() if callable(refused_call) else None
+
+    def undo_if_refused(self) -> bool:
+        """After a runtime call that answers nothing (a publication mark): if the database refused
+        its unit on every attempt, nothing of it applied, and the model goes back to its state
+        before the call (S-TX-01, as in ``database_refused``)."""
+        before = self.refused_before()
+        if before is None:
+            return False
+        self.model, self.model_parts = before
+        self.refated()
+        self.note("the database refused every attempt of the unit: nothing of it applied (S-TX-01)")
+        self.context.reach("database-refused-every-attempt")
+        return True
+
+    def refated(self) -> None:
+        """The rule settled the model again after ``database_refused``: the metrics ledger
+        (``_metrics_checks.observed``) keeps the model's state for the next call, so it reads it again."""
+        resync = getattr(self.runtime, "resync", None)
+        if callable(resync):
+            resync()
+
     def expect(self, rule_id: str, expected: object, actual: object) -> None:
         """The runtime's outcome must be the model's, at the resolution the runtime shows."""
         projected = self.runtime.project(expected)
         self.note(f"model: {show(projected)}")
         self.note(f"runtime: {show(actual)}")
+        if projected != actual and actual == self.runtime.project(m.RolledBack()) and self.undo_if_refused():
+            # A unit with no fate in the model (a claim, a catalog write) that the database refused
+            # on every attempt: nothing of it happened (S-TX-01).
+            return
         if projected != actual:
             raise Violation(
                 rule_id,

@@ -202,12 +202,16 @@ class CatalogRules(SagaMachineBase):
         database settles it, compared with the runtime's (S-ROUTE-02, S-ROUTE-03, S-ROUTE-09)."""
         self.catalog_touched = True
         commit = self._set_fate(fate)
-        after, outcome = model_op(self.model, request)
+        before = self.model
+        after, outcome = model_op(before, request)
         expected: object = outcome
         if isinstance(outcome, applied):
-            self.model, expected = m.settle(self.model, after, commit, outcome)
+            self.model, expected = m.settle(before, after, commit, outcome)
         actual = runtime_op(request)
         self.fate = m.CommitFate.COMMITTED
+        if isinstance(outcome, applied) and self.database_refused(commit, actual):
+            self.model, expected = m.settle(before, after, m.CommitFate.ROLLED_BACK, outcome)
+            self.refated()
         self.expect(_route_rule(expected), expected, actual)
         self.context.reach(f"{label}:{type(expected).__name__}")
         return expected

@@ -43,6 +43,7 @@ class DeliveryRules(ForgedCommandRules):
                 break  # died after publishing, before recording it: the next relay publishes again
             self.model, _ = m.mark_command_published(self.model, command.command_id)
             self.runtime.mark_command_published(command.command_id)
+            self.undo_if_refused()  # still unpublished: the next relay publishes it again
 
     @rule(index=indexes, decision=decisions, fate=fates, ack_lost=st.booleans(), relay=relays)
     @step
@@ -69,11 +70,16 @@ class DeliveryRules(ForgedCommandRules):
             self.wire.commands.pop(position)  # the transport drops what was already absorbed
             return
         commit = self._set_fate(fate)
+        before = self.model_parts[owner]
         self.model_parts[owner], expected = m.handle_command(
-            self.model_parts[owner], m.CommandDelivery(command, w.ORCHESTRATOR, chosen, commit)
+            before, m.CommandDelivery(command, w.ORCHESTRATOR, chosen, commit)
         )
         actual = self.runtime.handle_command(owner, command, w.ORCHESTRATOR, chosen)
         self.fate = m.CommitFate.COMMITTED
+        if self.database_refused(commit, actual):
+            refused = m.CommandDelivery(command, w.ORCHESTRATOR, chosen, m.CommitFate.ROLLED_BACK)
+            self.model_parts[owner], expected = m.handle_command(before, refused)
+            self.refated()
         rule_id = {
             m.MessageRefused: "S-PART-05",
             m.DuplicateCommand: "S-PART-02",
@@ -120,6 +126,8 @@ class DeliveryRules(ForgedCommandRules):
                     return
                 self.results_published.add(result.message_id)
                 self.runtime.mark_result_published(owner, result.message_id)
+                if self.undo_if_refused():  # still unpublished: the next relay publishes it again
+                    self.results_published.discard(result.message_id)
 
     @rule(index=indexes, fate=fates, ack_lost=st.booleans(), relay=relays, forge=forgeries)
     @step
@@ -148,11 +156,14 @@ class DeliveryRules(ForgedCommandRules):
 
     def _deliver_result(self, producer: str, envelope: m.ResultEnvelope, fate: str) -> m.ResultOutcome:
         commit = self._set_fate(fate)
-        self.model, expected = m.handle_result(
-            self.model, m.ResultDelivery(envelope, producer, self.now, commit)
-        )
+        before = self.model
+        self.model, expected = m.handle_result(before, m.ResultDelivery(envelope, producer, self.now, commit))
         actual = self.runtime.handle_result(envelope, producer, self.now)
         self.fate = m.CommitFate.COMMITTED
+        if self.database_refused(commit, actual):
+            refused = m.ResultDelivery(envelope, producer, self.now, m.CommitFate.ROLLED_BACK)
+            self.model, expected = m.handle_result(before, refused)
+            self.refated()
         rule_id = {
             m.MessageRefused: "S-ORCH-01",
             m.DuplicateResult: "S-ORCH-03",

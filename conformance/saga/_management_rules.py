@@ -12,6 +12,7 @@ the operator resumes every paused saga (``resume_all``), so results and timers f
 
 from __future__ import annotations
 
+import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
@@ -75,9 +76,14 @@ class ManagementRules(SagaMachineBase):
         return pool[index % len(pool)]
 
     def _manage(self, request: m.Manage, expect: str = "none") -> object:
-        self.model, expected = m.manage(self.model, request)
+        before = self.model
+        self.model, expected = m.manage(before, request)
         actual = self.runtime.manage(request, expect)
         self.fate = m.CommitFate.COMMITTED
+        if self.database_refused(request.commit, actual):
+            refused = attrs.evolve(request, commit=m.CommitFate.ROLLED_BACK)
+            self.model, expected = m.manage(before, refused)
+            self.refated()
         rule_id = _RULE.get(type(expected), _ACTION_RULE[request.action])
         self.expect(rule_id, expected, actual)
         if isinstance(expected, m.ManagementApplied):

@@ -110,8 +110,10 @@ _UNITS: Mapping[str, m.Unit | m.Operation] = {
 }
 
 
-#: Calls that count no metric but change the state later tallies read (a pause defers fires).
-_STATE_CHANGING = frozenset({"manage"})
+#: Calls that count no metric but change the state later tallies read (a pause defers fires), or
+#: whose unit the database may refuse, or after which the model moved (``Ledgered.refused_call``:
+#: the state before the next call must be the one the model has after these too).
+_STATE_CHANGING = frozenset({"manage", "mark_command_published", "mark_result_published", "plant_route"})
 
 
 class Ledgered:
@@ -123,6 +125,30 @@ class Ledgered:
         self.ledger = Ledger()
         self._model = m.OrchestratorStore()
         self._parts = {owner: m.ParticipantState(w.participant_config(owner)) for owner in w.OWNERS}
+        #: The last state-changing call: the log's length and the model's state as it began.
+        self._call: tuple[int, m.OrchestratorStore, dict[str, m.ParticipantState]] | None = None
+
+    def resync(self) -> None:
+        """The rule settled the model again after the call (a unit the database refused on every
+        attempt, ``_base.database_refused``): keep that state for the next call instead."""
+        self._model, self._parts = self._machine.model, dict(self._machine.model_parts)
+
+    def refused_call(self) -> tuple[m.OrchestratorStore, dict[str, m.ParticipantState]] | None:
+        """The model's state before the last state-changing call, if the last transaction that
+        call began was refused by the database (a definite rollback: ``_base.database_refused``)."""
+        log = cast(MetricsPort, self._runtime).transaction_log()
+        if self._call is None or log is None:
+            return None
+        start, model, parts = self._call
+        if len(log.refused) <= start or not log.refused[-1]:
+            return None
+        return model, dict(parts)
+
+    def _begin(self) -> int:
+        log = cast(MetricsPort, self._runtime).transaction_log()
+        start = 0 if log is None else len(log.refused)
+        self._call = (start, self._model, dict(self._parts))
+        return start
 
     def __getattr__(self, name: str) -> Any:
         attribute = getattr(self._runtime, name)
@@ -132,6 +158,7 @@ class Ledgered:
         if unit is None:
 
             def passed(*args: Any) -> Any:
+                self._begin()
                 epoch = cast(MetricsPort, self._runtime).process_epoch()
                 outcome = attribute(*args)  # no process metric of its own, but the state moves on
                 if cast(MetricsPort, self._runtime).process_epoch() != epoch:
@@ -145,7 +172,7 @@ class Ledgered:
         def tallied(*args: Any) -> Any:
             port = cast(MetricsPort, self._runtime)
             log = port.transaction_log()
-            start = 0 if log is None else len(log.refused)
+            start = self._begin()
             epoch = port.process_epoch()
             outcome = attribute(*args)
             if port.process_epoch() != epoch:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
@@ -123,12 +124,17 @@ class StartRules(SagaMachineBase):
         attempt = m.StartAttempt(
             request, self.now, eligibility=eligibility, joined_outer=joined, commit=commit
         )
-        self.model, expected = m.start_saga(self.model, attempt)
+        before = self.model
+        self.model, expected = m.start_saga(before, attempt)
         if joined:
             actual = self.runtime.start_saga_joined(request, self.now, eligibility.revoked_at)
         else:
             actual = self.runtime.start_saga(request, self.now, eligibility.revoked_at)
         self.fate = m.CommitFate.COMMITTED
+        if self.database_refused(commit, actual):
+            refused = attrs.evolve(attempt, commit=m.CommitFate.ROLLED_BACK)
+            self.model, expected = m.start_saga(before, refused)
+            self.refated()
         self.expect(_start_rule(expected, joined), expected, actual)
         self.context.reach(f"start:{type(expected).__name__}")
         if joined and revoked == 1 and not isinstance(expected, m.EligibilityRevoked):

@@ -64,9 +64,14 @@ class TimerRules(SagaMachineBase):
             return
         timer_id, token = self.leases[worker]
         commit = self._set_fate(fate)
-        self.model, expected = m.fire_timer(self.model, m.FireTimer(timer_id, token, self.now, commit))
+        before = self.model
+        self.model, expected = m.fire_timer(before, m.FireTimer(timer_id, token, self.now, commit))
         actual = self.runtime.fire_timer(timer_id, token, self.now)
         self.fate = m.CommitFate.COMMITTED
+        if self.database_refused(commit, actual):
+            refused = m.FireTimer(timer_id, token, self.now, m.CommitFate.ROLLED_BACK)
+            self.model, expected = m.fire_timer(before, refused)
+            self.refated()
         stale = isinstance(expected, m.StaleFencingToken)
         if stale:
             self.context.reach("fenced-write-refused")

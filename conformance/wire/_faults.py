@@ -39,15 +39,17 @@ class _OnRequests(CallHooks):
         """Counted in ``after_backend``, once the proxy says it met a request."""
 
     def before(self, kind: FaultKind, call: CallSite) -> None:
-        _proxy(call).arm(self.action, call.requests, self.match)
+        _proxy(call).arm(self.action, call.requests, self.match, call.skip)
 
     def after_backend(self, kind: FaultKind, call: CallSite) -> None:
         hits = _proxy(call).disarm()
         if not hits:
-            call.note(f"{call.label} -> {kind.name} armed, but the call sent no request to the server")
+            past = f" past its first {call.skip}" if call.skip else ""
+            call.note(f"{call.label} -> {kind.name} armed, but the call sent no request{past} to the server")
             return
         call.inject(kind.name)
-        call.note(f"{call.label} -> injected {kind.name}: " + "; ".join(hit.render() for hit in hits))
+        passed = f" (after {call.skip} request(s) passed)" if call.skip else ""
+        call.note(f"{call.label} -> injected {kind.name}{passed}: " + "; ".join(hit.render() for hit in hits))
 
 
 class _Partition(CallHooks):

@@ -23,7 +23,11 @@ the program says exactly which call met which fault (``arm``/``disarm``):
   unchanged and the action stays armed for the next request: the fault means "done, answer lost".
 * ``RESET_BEFORE``: both sides are reset before the request is forwarded; the server saw nothing.
 * ``STALL``: the request is forwarded and its answer is held (swallowed) until the client gives up
-  and closes, or ``stall_s`` passes and both sides are reset.
+  and closes, or ``stall_s`` passes and both sides are reset. With ``release_stalls`` (a driver that
+  multiplexes requests on one connection and, past its own timeout, forgets the request but keeps
+  the connection: cassandra-driver) the held answers are delivered once ``stall_s`` has passed
+  instead, in order, and the connection lives on: a late answer the driver has given up on is
+  dropped by the driver itself, and the requests it sent meanwhile get their answers late.
 
 ``partition(True)`` resets every live connection and every new one at once (a refused
 connection, as the driver sees it) until ``partition(False)`` heals it.
@@ -72,6 +76,7 @@ class _Armed:
     action: WireAction
     left: int  # payload requests still to hit
     match: str | None  # only requests with this label (e.g. "COMMIT"); None: any payload request
+    skip: int = 0  # payload requests still to let through untouched before the first hit
 
 
 class _Link:
@@ -84,7 +89,18 @@ class _Link:
         self.awaiting = False  # a request was forwarded and its answer has not begun
         self.notes: dict[str, str] = {}  # what the protocol's classifier remembers (prepared names)
         self.fate: WireAction | None = None  # what happens to the answer of the current request
+        self.held: list[bytes] = []  # answers held by a stall that will be released
         self.closed = False
+
+    def release(self) -> None:
+        """End a stall by delivering what it held (``FaultProxy.release_stalls``)."""
+        if self.closed or self.fate is not WireAction.STALL:
+            return
+        held, self.held = b"".join(self.held), []
+        self.fate = None
+        self.awaiting = False
+        if held:
+            self.client.write(held)
 
     def reset(self) -> None:
         if self.closed:
@@ -112,10 +128,13 @@ def _abort_with_rst(writer: asyncio.StreamWriter) -> None:
 class FaultProxy:
     """One proxy per backend endpoint. ``start()`` returns the (host, port) to give the driver."""
 
-    def __init__(self, service: str, upstream: tuple[str, int], *, stall_s: float = 2.0) -> None:
+    def __init__(
+        self, service: str, upstream: tuple[str, int], *, stall_s: float = 2.0, release_stalls: bool = False
+    ) -> None:
         self.service = service
         self.upstream = upstream
         self.stall_s = stall_s
+        self.release_stalls = release_stalls
         self._classify: Classifier = CLASSIFIERS[service]
         self._refused: Refusal = REFUSALS[service]
         self._lock = threading.Lock()
@@ -166,10 +185,11 @@ class FaultProxy:
 
     # --- control (from the harness's thread) --------------------------------------------------
 
-    def arm(self, action: WireAction, requests: int = 1, match: str | None = None) -> None:
-        """Apply ``action`` to the next ``requests`` payload requests (labelled ``match``, if given)."""
+    def arm(self, action: WireAction, requests: int = 1, match: str | None = None, skip: int = 0) -> None:
+        """Apply ``action`` to the next ``requests`` payload requests (labelled ``match``, if given),
+        after letting the first ``skip`` of them through untouched."""
         with self._lock:
-            self._armed = _Armed(action, requests, match)
+            self._armed = _Armed(action, requests, match, skip)
             self._hits = []
 
     def disarm(self) -> tuple[Hit, ...]:
@@ -198,6 +218,9 @@ class FaultProxy:
         with self._lock:
             armed = self._armed
             if armed is None or armed.left <= 0 or (armed.match is not None and armed.match != label):
+                return None
+            if armed.skip > 0:
+                armed.skip -= 1
                 return None
             armed.left -= 1
             self._hits.append(Hit(armed.action, label, link.number))
@@ -262,7 +285,8 @@ class FaultProxy:
                     link.reset()
                     return
                 if action is WireAction.STALL:
-                    asyncio.get_running_loop().call_later(self.stall_s, link.reset)
+                    end = link.release if self.release_stalls else link.reset
+                    asyncio.get_running_loop().call_later(self.stall_s, end)
             link.server.write(data)
             await link.server.drain()
 
@@ -282,7 +306,9 @@ class FaultProxy:
             if link.fate is WireAction.REPLY_LOST:
                 self._untake(link)  # refused: no work to lose an answer of; the next request meets it
             if link.fate is WireAction.STALL:
-                continue  # held until the client gives up or the stall ends in a reset
+                if self.release_stalls:
+                    link.held.append(data)
+                continue  # held until the client gives up or the stall ends (reset, or released)
             link.awaiting = False
             link.client.write(data)
             await link.client.drain()

@@ -25,9 +25,18 @@ from impls import endpoints
 #: timeout that makes a driver give up first (so the stall is "past the client's timeout").
 STALL_S = 1.0
 REDIS_CLIENT_TIMEOUT_S = 0.5
-#: cassandra-driver keeps its own 10 s request timeout (a busy CI machine must not turn every slow
-#: statement into an unknown outcome), so a stall on it ends in the proxy's reset, a little later.
+#: cassandra-driver multiplexes one connection and, past its request timeout, forgets the request
+#: but keeps the connection: a stall on it holds the answers ``CQL_STALL_S`` and then delivers them
+#: (``FaultProxy.release_stalls``), and a store reached through the proxy gets a request timeout
+#: below that (its endpoint's ``?request_timeout_s=``), so the driver really times the request out
+#: (``OperationTimedOut``: a lightweight transaction's outcome unknown) and its next statements
+#: arrive on the same connection once the stall ends. Off the proxy the store keeps its 10 s.
 CQL_STALL_S = 1.5
+CQL_CLIENT_TIMEOUT_S = 1.0
+#: Services whose stores' calls are several statements each (the CQL store reads at SERIAL, may
+#: write a side table, then sends its lightweight transaction): their wire faults may pass a call's
+#: first requests and meet a later one (``conformance/commit/_wire_rules.MidCallWireFaultRules``).
+MID_CALL_SERVICES = frozenset({"cassandra"})
 
 _lock = threading.Lock()
 _proxies: dict[tuple[str, str], FaultProxy] = {}
@@ -51,6 +60,7 @@ class WireRoute:
     service: str
     proxy: FaultProxy = attrs.field(eq=False)
     endpoint: str
+    mid_call: bool = False  # a wire fault may let a call's first requests through (MID_CALL_SERVICES)
 
 
 def route(service: str) -> WireRoute:
@@ -59,15 +69,22 @@ def route(service: str) -> WireRoute:
     with _lock:
         proxy = _proxies.get((service, upstream))
         if proxy is None:
-            stall_s = CQL_STALL_S if service == "cassandra" else STALL_S
-            proxy = FaultProxy(service, endpoints.address_of(service, upstream), stall_s=stall_s)
+            cql = service == "cassandra"
+            proxy = FaultProxy(
+                service,
+                endpoints.address_of(service, upstream),
+                stall_s=CQL_STALL_S if cql else STALL_S,
+                release_stalls=cql,
+            )
             _proxies[(service, upstream)] = proxy
         host, port = proxy.start()
     proxied = endpoints.with_address(service, upstream, host, port)
     if service == "redis":
         joiner = "&" if "?" in proxied else "?"
         proxied = f"{proxied}{joiner}socket_timeout={REDIS_CLIENT_TIMEOUT_S}"
-    return WireRoute(service, proxy, proxied)
+    elif service == "cassandra":
+        proxied = f"{proxied}?request_timeout_s={CQL_CLIENT_TIMEOUT_S}"
+    return WireRoute(service, proxy, proxied, service in MID_CALL_SERVICES)
 
 
 def accepts_endpoint(factory: Callable[..., Any]) -> bool:

@@ -16,7 +16,7 @@ from impls.cql._store import CqlMessageStore
 
 
 def _settings(endpoint: str | None) -> CqlSettings:
-    return CqlSettings() if endpoint is None else CqlSettings(contact=endpoint)
+    return CqlSettings.from_endpoint(endpoint)
 
 
 async def open_cql_store(
@@ -24,7 +24,8 @@ async def open_cql_store(
 ) -> CqlMessageStore:
     """``StoreFactory`` for the ``cql`` backend. Connects lazily: the first call reaches the server.
 
-    ``endpoint``: a ``host:port`` contact point instead of the configured one (a fault proxy).
+    ``endpoint``: a ``host:port`` contact point instead of the configured one (a fault proxy),
+    optionally with ``?request_timeout_s=S`` (``CqlSettings.from_endpoint``).
     """
     return CqlMessageStore(namespace, membership, _settings(endpoint))
 

@@ -5,6 +5,7 @@ failure file replays to the same violation, from Python and from ``conformance r
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -12,7 +13,7 @@ from conformance import FailureFile, Report, Verdict, replay, run_conformance, r
 from conformance._suites import BackendUnderTest, suite_named
 from conformance.cli import main
 from examples.broken_saga_runtimes import BROKEN_SAGA_RUNTIMES
-from tests._planted import planted_options
+from tests._planted import PLANTED_SHRINK_S, planted_options
 
 # Fixed seeds whose search and shrink take few examples.
 SEEDS = {"retry_counted_twice": 1, "labels_by_tenant": 1, "stage_per_unit": 0}
@@ -74,3 +75,39 @@ def test_a_backend_whose_database_refuses_some_commits_passes() -> None:
     )
     (result,) = report.results
     assert result.verdict is Verdict.PASS, report.details()
+
+
+def test_a_unit_the_database_refuses_on_every_attempt_is_settled_as_rolled_back() -> None:
+    """A database that refuses three COMMITs in a row now and then: a unit meeting such a burst is
+    refused on every attempt and the runtime answers RolledBack, which the model takes as the
+    unit's fate (S-TX-01, decided in conformance/saga/_base.database_refused); every row read back
+    must still be the model's."""
+    report = run_conformance(
+        "examples.contended_saga_backend:refused_in_bursts",
+        suites=("saga",),
+        seed=1,
+        examples=30,
+        database_dir=None,
+        failure_dir=None,
+    )
+    (result,) = report.results
+    assert result.verdict is not Verdict.VIOLATION, report.details()
+    assert "database-refused-every-attempt" in result.stats.reached, report.details()
+
+
+def test_a_commit_that_applied_but_is_reported_refused_is_caught(tmp_path: Path) -> None:
+    """The negative control of that allowance: a backend whose COMMIT applied and is reported as a
+    definite rollback makes the runtime run the unit again on its own writes, and the rows (or
+    the outcomes) show it: the allowance never hides a write."""
+    report = run_conformance(
+        "examples.contended_saga_backend:applied_then_refused",
+        suites=("saga",),
+        seed=1,
+        examples=30,
+        database_dir=None,
+        failure_dir=tmp_path,
+        shrink_budget_s=PLANTED_SHRINK_S,
+    )
+    (result,) = report.results
+    assert result.verdict is Verdict.VIOLATION, report.details()
+    assert result.failure is not None and result.failure.failure_file is not None

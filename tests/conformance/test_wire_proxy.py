@@ -109,3 +109,59 @@ async def test_each_action_against_redis() -> None:
         wire.proxy.partition(False)
         await client.delete(key)
         await client.aclose()
+
+
+@pytest.mark.service("redis")
+async def test_a_fault_may_let_the_first_requests_through() -> None:
+    """``skip``: the first requests pass untouched and the fault meets the one after them."""
+    wire = route("redis")
+    client = redis_client(wire.endpoint)
+    key = f"ratchet-wire-test-{uuid.uuid4().hex}"
+    try:
+        wire.proxy.arm(WireAction.REPLY_LOST, skip=2)
+        assert await client.execute_command("INCR", key) == 1
+        assert await client.execute_command("INCR", key) == 2
+        assert wire.proxy.met() == ()
+        assert await client.execute_command("INCR", key) == 4  # lost, re-sent by redis-py: twice
+        (hit,) = wire.proxy.disarm()
+        assert hit.request == "INCR"
+    finally:
+        wire.proxy.disarm()
+        await client.delete(key)
+        await client.aclose()
+
+
+@pytest.mark.service("cassandra")
+async def test_a_cql_stall_outlasts_the_client_timeout_and_keeps_the_connection() -> None:
+    """On Cassandra the store gets a client timeout below the stall (``?request_timeout_s=``):
+    cassandra-driver gives up on the lightweight transaction (OperationTimedOut: its outcome is
+    unknown), the connection lives on, and the next statement is answered once the stall ends,
+    which shows the write applied."""
+    from cassandra import OperationTimedOut
+    from cassandra.query import SimpleStatement
+
+    from impls.cql import CqlSettings
+    from impls.cql._bridge import execute
+    from impls.cql._session import open_keyspace
+
+    wire = route("cassandra")
+    settings = CqlSettings.from_endpoint(wire.endpoint)
+    assert settings.request_timeout_s < wire.proxy.stall_s and wire.proxy.release_stalls
+    session = (await open_keyspace(settings)).session
+    key = uuid.uuid4().hex
+    table = f"{settings.keyspace}.ratchet_wire_probe"
+    await execute(
+        session, SimpleStatement(f"CREATE TABLE IF NOT EXISTS {table} (k text PRIMARY KEY)"), timeout=60
+    )
+    try:
+        wire.proxy.arm(WireAction.STALL)
+        with pytest.raises(OperationTimedOut):
+            insert = SimpleStatement(f"INSERT INTO {table} (k) VALUES ('{key}') IF NOT EXISTS")
+            await execute(session, insert, timeout=settings.request_timeout_s)
+        (hit,) = wire.proxy.disarm()
+        assert hit.action is WireAction.STALL
+        select = SimpleStatement(f"SELECT k FROM {table} WHERE k = '{key}'")
+        page = await execute(session, select, timeout=settings.request_timeout_s)
+        assert [row["k"] for row in page.rows] == [key]
+    finally:
+        wire.proxy.disarm()
