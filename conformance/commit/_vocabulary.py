@@ -35,6 +35,10 @@ READERS = ("alice", "bob", "carol", "mallory")  # mallory is never a member
 
 # Conversation -> retention: c1 expires quickly (the clock's jumps cross it), c2 does not.
 RETENTION_MS = {"c1": 1_000, "c2": 3_600_000}
+# The commit suite's committers for this conversation keep their own default retention (no
+# ``retention_ms`` given): a deployment's default is held to C-ERR-04 too. The store machine's
+# deliveries still use RETENTION_MS above.
+DEFAULT_RETENTION_CONVERSATION = "c2"
 CLOCK_STEPS_MS = (1_000, 4_000, 60_000)
 DAY_MS = 86_400_000
 

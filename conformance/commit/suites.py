@@ -165,6 +165,7 @@ def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
         )
     targets["readiness-refused:outbox-down"] = "readiness was never asked while the outbox was down"
     targets["quota-exhausted"] = "no send met the suite's quota exhausted (C-PRE-08)"
+    targets["committer-default-retention"] = "no committer kept its own default retention (C-ERR-04)"
     targets["outbox-republish-probed"] = "no committed key was published again at quiescence"
     if stats.details.get("outbox_lists_entries") == "True":
         targets["outbox-entries-audited"] = "the outbox's listing was never compared with its ledger"
