@@ -136,6 +136,7 @@ def store_targets(stats: SuiteStats) -> Mapping[str, str]:
         targets.pop("step:corrupt_stored")
     if stats.details.get("legacy_import") == "True":  # impls.api.LegacyImport: legacy_commit runs
         targets["legacy-compared"] = "no pre-upgrade (QIMC) commit was handed to the store and read"
+        targets["legacy-sequences-continued"] = "no new key was reserved after a pre-upgrade commit"
     else:
         targets.pop("step:legacy_commit")
     return targets
