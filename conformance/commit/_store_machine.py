@@ -37,6 +37,7 @@ from conformance.commit._oracle import HaltExample, ObservedStore, StoreOracle
 from conformance.commit._target import CommitTarget
 from impls.api import InMemoryMembership, MessageStore
 from model.commit import (
+    MAX_INT64,
     MAX_SCAN_ITEMS,
     CommitIntent,
     CommitKey,
@@ -151,13 +152,21 @@ class CommitWorld(ConformanceMachine):
         self.oracle.quiescent = bool(self.call(ready()))
 
     def read_all_history(self, store: ObservedStore) -> None:
-        """Every conversation's history, now and a day later; now also in both directions with the
-        byte budget at the edge of the first two entries (``_byte_fit``, C-POST-11)."""
+        """Every conversation's history, now and a day later, and at the edge of each registered
+        expiry (its last visible millisecond and its first gone one: the expiry is the sum of the
+        acceptance time and the retention, C-POST-05, and the clock's coarse steps would let a
+        miscomputed one pass); now also in both directions with the byte budget at the edge of the
+        first two entries (``_byte_fit``, C-POST-11)."""
         for tenant, conversation in sorted(self.oracle.state.history):
             members = sorted(self.membership.snapshot(tenant, conversation))
             if not members:
                 continue
-            for as_of in (self.now, self.now + v.DAY_MS):
+            records = self.oracle.state.history[tenant, conversation].values()
+            expiries = sorted({r.expires_at_ms for r in records if r.expires_at_ms is not None})
+            edges = [t for e in expiries[:4] for t in (e - 1, e) if 0 <= t <= MAX_INT64]
+            if edges:
+                self.context.reach("history-at-expiry-edge")
+            for as_of in (self.now, self.now + v.DAY_MS, *edges):
                 query = v.history_query(tenant, conversation, members[0], "after", None, 100, 1 << 20, as_of)
                 self.call(store.history_page(query))
             for direction in ("before", "after"):
