@@ -349,7 +349,8 @@ class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
 
     @rule(
         older_than=st.sampled_from(("now", "after-now", "before-start")),
-        max_items=st.sampled_from((1, 2, 1000)),
+        # the bounds too: 1 and MAX_SCAN_ITEMS legal, 0 and one past refused (C-ERR-04)
+        max_items=st.sampled_from((1, 2, MAX_SCAN_ITEMS, 0, MAX_SCAN_ITEMS + 1)),
     )
     @step
     def scan_recoverable_commits(self, older_than: str, max_items: int) -> None:
