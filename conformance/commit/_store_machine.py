@@ -60,6 +60,8 @@ INVALID_CALLS = (
     f"scan:{MAX_SCAN_ITEMS + 1}",
     *(f"history:{p}" for p in v.HISTORY_PROBLEMS),
 )
+# A key no rule draws (carol never sends): walked through every stage at quiescence.
+STAGE_WALK_KEY = "t1/carol/m1"
 # Byte budgets at the edge of a page (``StoreMachine._byte_fit``).
 BYTE_FITS = ("fit-1", "fit", "fit+1")
 STORE_FAULTS = {RESPONSE_LOST.name: RESPONSE_LOST, FAILED_BEFORE.name: FAILED_BEFORE}
@@ -423,11 +425,26 @@ class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
 
     # --- the end -------------------------------------------------------------------------------
 
+    def walk_stages(self) -> None:
+        """One fresh key through every stage of the default path, read back at each (C-POST-06,
+        C-PRE-09): a short program seldom lines up reserve, put_record and mark_outbox_published on
+        one key, so a store's OUTBOXED branch could go unjudged; at quiescence nothing is drawn."""
+        key = STAGE_WALK_KEY
+        if v.parse_key(key) in self.oracle.state.commits:
+            return
+        self._reserve(key, "same")
+        self.call(self.store.put_record(self._intent(key)))
+        self.call(self.store.mark_outbox_published(self._intent(key), v.publication("p1")))
+        self.call(self.store.load_commit(v.parse_key(key), v.home_conversation(v.parse_key(key))))
+        self.call(self.store.mark_committed(self._intent(key)))
+        self.context.reach("stage-walk")
+
     def at_quiescence(self) -> None:
         """Every key reads back as the model holds it; the recovery candidates are exactly the model's;
         every conversation's history reads as the model's now and a day later (expiry, C-POST-05)."""
         self.oracle.arm(None)
         self.become_quiescent(self.store)
+        self.walk_stages()
         for key in sorted(self.oracle.conversation_of, key=CommitKey.sort_key):
             self.call(self.oracle.observe(key))
         self.call(self.store.scan_recoverable_commits(self.now + 1, MAX_SCAN_ITEMS))
