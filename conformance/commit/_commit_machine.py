@@ -108,21 +108,12 @@ class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
         quota: Quota | None = None,
     ) -> MessageCommitter:
         """A new committer; ``real``: another store object of the namespace (two-clients); ``quota``:
-        the suite's send quota (``_quota_rules``).
-
-        A committer for ``DEFAULT_RETENTION_CONVERSATION`` is built without ``retention_ms``, as a
-        deployment that keeps the default builds it: the retention it freezes into each delivery is
-        then its own default, held to the contract like any other (C-ERR-04: a positive signed 64-bit
-        integer, and so is the expiry it adds up to; the model judges the delivery the store was
-        given). A default of zero, below it or past 2**63-1 was never exercised before."""
+        the suite's send quota (``_quota_rules``); c2's keep their default retention (``v.retention``)."""
         assert self.outbox is not None
         store = ObservedStore(self.oracle, gate, for_committer=True, real=real)
         self.step_stores.append(store)
         target: CommitTarget = self.context.target
-        retention: dict[str, int] = {}
-        if conversation != v.DEFAULT_RETENTION_CONVERSATION:
-            retention["retention_ms"] = v.RETENTION_MS[conversation]
-        else:
+        if not (retention := v.retention(conversation)):
             self.context.reach("committer-default-retention")
         return (target.committer_factory or MessageCommitter)(
             store,
