@@ -5,7 +5,7 @@ The tool is cosmic-ray (``pip install -e '.[mutation]'``); the packages, their s
 size and the seeds are ``[tool.ratchet.mutation]`` in pyproject.toml; docs/sensitivity.md reads
 the results. For each package:
 
-1. the tracked files are copied to ``build/mutation/tree`` (cosmic-ray edits files in place; the
+1. the tracked files are copied to ``build/mutation/tree-PACKAGE`` (cosmic-ray edits files in place; the
    copy keeps the work tree clean and lets it change while a run goes on);
 2. ``cosmic-ray init`` lists every mutant of the package's modules; a fixed sample of them (``seed``,
    drawn from the mutants sorted by file, operator and occurrence) stays pending, the rest are
@@ -45,7 +45,6 @@ from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 BUILD = ROOT / "build" / "mutation"
-TREE = BUILD / "tree"
 RESULTS = ROOT / "docs" / "mutation"
 VERDICT_PREFIX = "mutation-verdict:"
 
@@ -163,26 +162,31 @@ def _verdict(report: Path, done: subprocess.CompletedProcess[str]) -> dict[str, 
 # --- a package's run -----------------------------------------------------------------------------
 
 
-def copy_tree() -> None:
+def tree_of(package: str) -> Path:
+    """The package's own copy of the work tree: packages may be judged side by side."""
+    return BUILD / f"tree-{package}"
+
+
+def copy_tree(tree: Path) -> None:
     listed = subprocess.run(
         ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
         cwd=ROOT,
         capture_output=True,
         check=True,
     ).stdout.split(b"\0")
-    if TREE.exists():
-        shutil.rmtree(TREE)
+    if tree.exists():
+        shutil.rmtree(tree)
     for raw in filter(None, listed):
         name = raw.decode()
         source = ROOT / name
         if not source.is_file() or name.startswith(("build/", "docs/mutation/")):
             continue
-        target = TREE / name
+        target = tree / name
         target.parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source, target)
 
 
-def cosmic_ray(*args: str, nice: int = 0, budget_s: float | None = None) -> bool:
+def cosmic_ray(tree: Path, *args: str, nice: int = 0, budget_s: float | None = None) -> bool:
     """Run cosmic-ray in the copy; False when ``budget_s`` ran out first (the run is cut short, and
     the mutant it was judging stays pending: ``collect`` reports the rest as partial)."""
     executable = str(Path(sys.executable).parent / "cosmic-ray")
@@ -190,13 +194,13 @@ def cosmic_ray(*args: str, nice: int = 0, budget_s: float | None = None) -> bool
     if nice:
         command = ["nice", "-n", str(nice), *command]
     try:
-        subprocess.run(command, cwd=TREE, check=True, timeout=budget_s)
+        subprocess.run(command, cwd=tree, check=True, timeout=budget_s)
     except subprocess.TimeoutExpired:
         return False
     return True
 
 
-def sample(session: Path, size: int, seed: int) -> tuple[int, int]:
+def sample(tree: Path, session: Path, size: int, seed: int) -> tuple[int, int]:
     """Leave ``size`` mutants pending, drawn with ``seed``; mark the others skipped.
 
     Mutants inside annotations are left out before drawing: every module here has ``from
@@ -207,22 +211,22 @@ def sample(session: Path, size: int, seed: int) -> tuple[int, int]:
 
     with use_db(str(session), WorkDB.Mode.open) as db:
         every = sorted(db.work_items, key=_mutant_key)
-        items = [item for item in every if not _in_annotation(item)]
+        items = [item for item in every if not _in_annotation(tree, item)]
         keep = {item.job_id for item in random.Random(seed).sample(items, min(size, len(items)))}
         skipped = [item.job_id for item in every if item.job_id not in keep]
         db.set_multiple_results(skipped, WorkResult(worker_outcome=WorkerOutcome.SKIPPED))
     return len(every), len(items)
 
 
-def _in_annotation(item: Any) -> bool:
+def _in_annotation(tree: Path, item: Any) -> bool:
     mutation = item.mutations[0]
     position = tuple(mutation.start_pos)
-    return any(start <= position < end for start, end in _annotation_spans(str(mutation.module_path)))
+    return any(start <= position < end for start, end in _annotation_spans(str(tree / mutation.module_path)))
 
 
 @functools.cache
 def _annotation_spans(path: str) -> tuple[tuple[tuple[int, int], tuple[int, int]], ...]:
-    tree = ast.parse((TREE / path).read_text())
+    tree = ast.parse(Path(path).read_text())
     lazy = any(
         isinstance(node, ast.ImportFrom)
         and node.module == "__future__"
@@ -261,7 +265,8 @@ def run_package(
     only the sampled mutants that survived the last run (its results move to docs/mutation/before/)."""
     spec = settings["packages"][package]
     BUILD.mkdir(parents=True, exist_ok=True)
-    copy_tree()
+    tree = tree_of(package)
+    copy_tree(tree)
     cfg = BUILD / f"{package}.toml"
     session = BUILD / f"{package}.sqlite"
     if retest:
@@ -275,16 +280,16 @@ def run_package(
     test_command = f"{sys.executable} scripts/mutation.py test {package}"
     cfg.write_text(
         "[cosmic-ray]\n"
-        f"module-path = {json.dumps(modules_of(spec, TREE))}\n"
+        f"module-path = {json.dumps(modules_of(spec, tree))}\n"
         f"timeout = {float(spec['timeout'])}\n"
         "excluded-modules = []\n"
         f"test-command = {json.dumps(test_command)}\n"
         '[cosmic-ray.distributor]\nname = "local"\n'
     )
     if not retest:
-        cosmic_ray("init", str(cfg), str(session))
+        cosmic_ray(tree, "init", str(cfg), str(session))
         wanted = size if size is not None else int(spec["sample"])
-        total, drawable = sample(session, wanted, int(settings["seed"]))
+        total, drawable = sample(tree, session, wanted, int(settings["seed"]))
         print(
             f"[mutation] {package}: {total} mutants, {total - drawable} in annotations left out, "
             f"{min(wanted, drawable)} sampled",
@@ -293,7 +298,7 @@ def run_package(
     began = time.monotonic()
     baseline = subprocess.run(
         ["nice", "-n", str(settings["nice"]), *test_command.split()],
-        cwd=TREE,
+        cwd=tree,
         capture_output=True,
         text=True,
         check=False,
@@ -308,7 +313,7 @@ def run_package(
     (BUILD / f"{package}.meta.json").write_text(json.dumps(meta))
     if budget_s is not None:
         budget_s = max(1.0, budget_s - baseline_s)
-    if not cosmic_ray("exec", str(cfg), str(session), nice=int(settings["nice"]), budget_s=budget_s):
+    if not cosmic_ray(tree, "exec", str(cfg), str(session), nice=int(settings["nice"]), budget_s=budget_s):
         print(f"[mutation] {package}: time budget spent; the results are partial", flush=True)
     collect(package)
 

@@ -108,20 +108,22 @@ class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
         quota: Quota | None = None,
     ) -> MessageCommitter:
         """A new committer; ``real``: another store object of the namespace (two-clients); ``quota``:
-        the suite's send quota (``_quota_rules``)."""
+        the suite's send quota (``_quota_rules``); c2's keep their default retention (``v.retention``)."""
         assert self.outbox is not None
         store = ObservedStore(self.oracle, gate, for_committer=True, real=real)
         self.step_stores.append(store)
         target: CommitTarget = self.context.target
+        if not (retention := v.retention(conversation)):
+            self.context.reach("committer-default-retention")
         return (target.committer_factory or MessageCommitter)(
             store,
             ObservedOutbox(self.outbox_oracle, gate),
             self.membership,
             self,
             fault_hook=self._fault_hook,
-            retention_ms=v.RETENTION_MS[conversation],
             max_attempts=COMMITTER_ATTEMPTS,
             quota=quota,
+            **retention,
         )
 
     async def _fault_hook(self, point: FaultPoint, key: CommitKey) -> None:

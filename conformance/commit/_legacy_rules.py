@@ -50,7 +50,11 @@ LEGACY_SEND = AuthenticatedSend(
 )
 LEGACY_COORDINATES = MessageCoordinates(7, 3, v.T0 - v.DAY_MS)
 LEGACY_PUBLICATION = OutboxPublication("legacy-stream", "1690000000000-0")
-LEGACY_VARIANTS = ("same", "device", "content", "mentions")
+#: "next" is a new key of the legacy tenant and conversation, reserved after the import: the
+#: sequences the code before the upgrade advanced go on from where it left them (its coordinates
+#: are compared with the model's, whose counters the import set; a store that imports a message but
+#: not its counters hands the next one numbers already taken).
+LEGACY_VARIANTS = ("same", "device", "content", "mentions", "next")
 
 
 def legacy_request(variant: str) -> AuthenticatedSend:
@@ -60,6 +64,8 @@ def legacy_request(variant: str) -> AuthenticatedSend:
         return attrs.evolve(LEGACY_SEND, content=MessageContent(MessageType.TEXT, b"L" * 99))
     if variant == "mentions":
         return attrs.evolve(LEGACY_SEND, mentions=())
+    if variant == "next":
+        return attrs.evolve(LEGACY_SEND, client_message_id="legacy-next")
     return LEGACY_SEND
 
 
@@ -98,11 +104,23 @@ class LegacyRules(ConformanceMachine):
         delivery = FrozenDeliveryInput(CONVERSATION, ("alice", "bob"), 1, 60_000)
         self.call(self.store.load_commit_for_request(request))
         self.call(self.store.reserve(request, delivery, v.candidate(request, self.now)))
+        if variant == "next":
+            self.context.reach("legacy-sequences-continued")
         self.context.reach("legacy-compared")
         self.context.reach("rule:C-PRE-07")
 
     def _import(self) -> None:
         oracle, key = self.oracle, LEGACY_SEND.commit_key
+        # One key of the tenant reserved first, so its counters exist below the imported numbers:
+        # the import must raise them (an upgrade meets counters the new code already moved).
+        first = attrs.evolve(LEGACY_SEND, client_message_id="legacy-first")
+        self.call(
+            self.store.reserve(
+                first,
+                FrozenDeliveryInput(CONVERSATION, ("alice", "bob"), 1, 60_000),
+                v.candidate(first, self.now),
+            )
+        )
         identity = legacy_full_identity(LEGACY_SEND)
         message = CommittedMessage(key, CONVERSATION, LEGACY_COORDINATES, LEGACY_PUBLICATION)
         delivery = FrozenDeliveryInput(CONVERSATION, ("alice", "bob", "carol"), 1, 60_000)

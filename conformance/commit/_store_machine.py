@@ -37,6 +37,7 @@ from conformance.commit._oracle import HaltExample, ObservedStore, StoreOracle
 from conformance.commit._target import CommitTarget
 from impls.api import InMemoryMembership, MessageStore
 from model.commit import (
+    MAX_INT64,
     MAX_SCAN_ITEMS,
     CommitIntent,
     CommitKey,
@@ -59,6 +60,8 @@ INVALID_CALLS = (
     f"scan:{MAX_SCAN_ITEMS + 1}",
     *(f"history:{p}" for p in v.HISTORY_PROBLEMS),
 )
+# A key no rule draws (carol never sends): walked through every stage at quiescence.
+STAGE_WALK_KEY = "t1/carol/m1"
 # Byte budgets at the edge of a page (``StoreMachine._byte_fit``).
 BYTE_FITS = ("fit-1", "fit", "fit+1")
 STORE_FAULTS = {RESPONSE_LOST.name: RESPONSE_LOST, FAILED_BEFORE.name: FAILED_BEFORE}
@@ -151,13 +154,21 @@ class CommitWorld(ConformanceMachine):
         self.oracle.quiescent = bool(self.call(ready()))
 
     def read_all_history(self, store: ObservedStore) -> None:
-        """Every conversation's history, now and a day later; now also in both directions with the
-        byte budget at the edge of the first two entries (``_byte_fit``, C-POST-11)."""
+        """Every conversation's history, now and a day later, and at the edge of each registered
+        expiry (its last visible millisecond and its first gone one: the expiry is the sum of the
+        acceptance time and the retention, C-POST-05, and the clock's coarse steps would let a
+        miscomputed one pass); now also in both directions with the byte budget at the edge of the
+        first two entries (``_byte_fit``, C-POST-11)."""
         for tenant, conversation in sorted(self.oracle.state.history):
             members = sorted(self.membership.snapshot(tenant, conversation))
             if not members:
                 continue
-            for as_of in (self.now, self.now + v.DAY_MS):
+            records = self.oracle.state.history[tenant, conversation].values()
+            expiries = sorted({r.expires_at_ms for r in records if r.expires_at_ms is not None})
+            edges = [t for e in expiries[:4] for t in (e - 1, e) if 0 <= t <= MAX_INT64]
+            if edges:
+                self.context.reach("history-at-expiry-edge")
+            for as_of in (self.now, self.now + v.DAY_MS, *edges):
                 query = v.history_query(tenant, conversation, members[0], "after", None, 100, 1 << 20, as_of)
                 self.call(store.history_page(query))
             for direction in ("before", "after"):
@@ -340,7 +351,8 @@ class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
 
     @rule(
         older_than=st.sampled_from(("now", "after-now", "before-start")),
-        max_items=st.sampled_from((1, 2, 1000)),
+        # the bounds too: 1 and MAX_SCAN_ITEMS legal, 0 and one past refused (C-ERR-04)
+        max_items=st.sampled_from((1, 2, MAX_SCAN_ITEMS, 0, MAX_SCAN_ITEMS + 1)),
     )
     @step
     def scan_recoverable_commits(self, older_than: str, max_items: int) -> None:
@@ -413,11 +425,26 @@ class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
 
     # --- the end -------------------------------------------------------------------------------
 
+    def walk_stages(self) -> None:
+        """One fresh key through every stage of the default path, read back at each (C-POST-06,
+        C-PRE-09): a short program seldom lines up reserve, put_record and mark_outbox_published on
+        one key, so a store's OUTBOXED branch could go unjudged; at quiescence nothing is drawn."""
+        key = STAGE_WALK_KEY
+        if v.parse_key(key) in self.oracle.state.commits:
+            return
+        self._reserve(key, "same")
+        self.call(self.store.put_record(self._intent(key)))
+        self.call(self.store.mark_outbox_published(self._intent(key), v.publication("p1")))
+        self.call(self.store.load_commit(v.parse_key(key), v.home_conversation(v.parse_key(key))))
+        self.call(self.store.mark_committed(self._intent(key)))
+        self.context.reach("stage-walk")
+
     def at_quiescence(self) -> None:
         """Every key reads back as the model holds it; the recovery candidates are exactly the model's;
         every conversation's history reads as the model's now and a day later (expiry, C-POST-05)."""
         self.oracle.arm(None)
         self.become_quiescent(self.store)
+        self.walk_stages()
         for key in sorted(self.oracle.conversation_of, key=CommitKey.sort_key):
             self.call(self.oracle.observe(key))
         self.call(self.store.scan_recoverable_commits(self.now + 1, MAX_SCAN_ITEMS))

@@ -35,6 +35,23 @@ READERS = ("alice", "bob", "carol", "mallory")  # mallory is never a member
 
 # Conversation -> retention: c1 expires quickly (the clock's jumps cross it), c2 does not.
 RETENTION_MS = {"c1": 1_000, "c2": 3_600_000}
+# The commit suite's committers for this conversation keep their own default retention (no
+# ``retention_ms`` given): a deployment's default is held to C-ERR-04 too. The store machine's
+# deliveries still use RETENTION_MS above.
+DEFAULT_RETENTION_CONVERSATION = "c2"
+
+
+def retention(conversation: str) -> dict[str, int]:
+    """The committer's ``retention_ms`` argument for a conversation; none for
+    ``DEFAULT_RETENTION_CONVERSATION``: the retention the committer then freezes into each delivery
+    is its own default, held to C-ERR-04 like any other (a positive signed 64-bit integer, its expiry
+    too; the model judges the delivery the store is given). A default of zero, below it or past
+    2**63-1 was never exercised while every committer was given one."""
+    if conversation == DEFAULT_RETENTION_CONVERSATION:
+        return {}
+    return {"retention_ms": RETENTION_MS[conversation]}
+
+
 CLOCK_STEPS_MS = (1_000, 4_000, 60_000)
 DAY_MS = 86_400_000
 

@@ -129,6 +129,8 @@ def store_targets(stats: SuiteStats) -> Mapping[str, str]:
     # fault:<kind> targets are the runner's, from the suite's kinds (conformance._faults.fault_targets)
     targets = _common_targets(stats, _store_machine(), rules)
     targets.update({t: "no step drew this value at the contract's edge" for t in EDGE_TARGETS})
+    targets["history-at-expiry-edge"] = "no history was read at the edge of a registered expiry (C-POST-05)"
+    targets["stage-walk"] = "no key was walked through every stage of the default path at quiescence"
     if stats.details.get("inspector") == "True":  # impls.api.StoreInspector: corrupt_stored runs
         targets["stored-form-compared"] = "no stored form was compared with the model (C-PRE-07)"
         targets["corrupt-refused"] = "no corrupted commit was read back as CORRUPT"
@@ -136,6 +138,7 @@ def store_targets(stats: SuiteStats) -> Mapping[str, str]:
         targets.pop("step:corrupt_stored")
     if stats.details.get("legacy_import") == "True":  # impls.api.LegacyImport: legacy_commit runs
         targets["legacy-compared"] = "no pre-upgrade (QIMC) commit was handed to the store and read"
+        targets["legacy-sequences-continued"] = "no new key was reserved after a pre-upgrade commit"
     else:
         targets.pop("step:legacy_commit")
     return targets
@@ -165,6 +168,7 @@ def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
         )
     targets["readiness-refused:outbox-down"] = "readiness was never asked while the outbox was down"
     targets["quota-exhausted"] = "no send met the suite's quota exhausted (C-PRE-08)"
+    targets["committer-default-retention"] = "no committer kept its own default retention (C-ERR-04)"
     targets["outbox-republish-probed"] = "no committed key was published again at quiescence"
     if stats.details.get("outbox_lists_entries") == "True":
         targets["outbox-entries-audited"] = "the outbox's listing was never compared with its ledger"

@@ -90,6 +90,8 @@ def delivery_problem(request: AuthenticatedSend, delivery: FrozenDeliveryInput) 
         return f"at most {MAX_RECIPIENTS} recipients"
     if not all(is_valid_id(r) for r in delivery.recipients):
         return "a recipient is not a valid user id"
+    if not (isinstance(delivery.retention_ms, int) and isinstance(delivery.membership_version, int)):
+        return "retention_ms and membership_version are integers"  # C-ERR-04: 720000.0 is not one
     if not (0 < delivery.retention_ms <= MAX_INT64 and 0 <= delivery.membership_version <= MAX_INT64):
         return "retention_ms must be 1..2**63-1 and membership_version 0..2**63-1"
     return None
@@ -97,7 +99,7 @@ def delivery_problem(request: AuthenticatedSend, delivery: FrozenDeliveryInput) 
 
 def candidate_problem(candidate: ReserveCandidate, delivery: FrozenDeliveryInput) -> str | None:
     """C-ERR-04: the acceptance time and the history expiry it implies are 64-bit timestamps."""
-    if not 0 <= candidate.accepted_at_ms <= MAX_INT64:
+    if not isinstance(candidate.accepted_at_ms, int) or not 0 <= candidate.accepted_at_ms <= MAX_INT64:
         return "accepted_at_ms must be 0..2**63-1"
     if candidate.accepted_at_ms + delivery.retention_ms > MAX_INT64:
         return "accepted_at_ms + retention_ms (the history expiry) must be at most 2**63-1"
