@@ -65,6 +65,9 @@ class RuntimeCapabilities:
     management: bool = True
     #: Retry compensation, retry resolution and manual close are driven (S-MGT-06..08).
     recovery_actions: bool = True
+    #: A manual close the model applies commits (S-MGT-08). nasaga-pgsql's never does (finding
+    #: N-01): without it the machine asks for no close the model would apply, only refused ones.
+    manual_close: bool = True
     #: The business query API (get, list, audit trail) is read back (S-MGT-09, S-MGT-10).
     business_queries: bool = True
     #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``

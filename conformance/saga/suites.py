@@ -78,7 +78,7 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
 #: The coverage targets a runtime can reach only with a capability (``RuntimeCapabilities``);
 #: a runtime without it is judged on the rest (docs/nasaga.md lists why nasaga lacks each).
 REQUIRES: Mapping[str, set[str]] = {
-    "terminal:MANUALLY_CLOSED": {"management", "recovery_actions"},
+    "terminal:MANUALLY_CLOSED": {"management", "recovery_actions", "manual_close"},
     **{
         target: {"management"}
         for target in (
@@ -95,8 +95,9 @@ REQUIRES: Mapping[str, set[str]] = {
     },
     **{
         f"manage:{action}:applied": {"management", "recovery_actions"}
-        for action in ("retry_compensation", "retry_resolution", "manual_close")
+        for action in ("retry_compensation", "retry_resolution")
     },
+    "manage:manual_close:applied": {"management", "recovery_actions", "manual_close"},
     "query:audit-with-records": {"management", "business_queries"},
     "query:next-page": {"management", "business_queries"},
     "fault:commit-rolled-back": {"injectable_fates"},
