@@ -379,6 +379,7 @@ from ._store import CommandPublished as CommandPublished
 from ._store import InstanceReleased as InstanceReleased
 from ._store import OrchestratorStore as OrchestratorStore
 from ._store import OutboxedCommand as OutboxedCommand
+from ._store import QuotaMode as QuotaMode
 from ._store import RecordReference as RecordReference
 from ._store import ReferenceRecorded as ReferenceRecorded
 from ._store import ReferenceReleased as ReferenceReleased
@@ -402,6 +403,7 @@ from ._store import renew_capability as renew_capability
 from ._store import renew_timer as renew_timer
 from ._store import select_capability_route as select_capability_route
 from ._store import select_capability_routes as select_capability_routes
+from ._store import settle_quota as settle_quota
 from ._timers import ClaimOutcome as ClaimOutcome
 from ._timers import ClaimTimer as ClaimTimer
 from ._timers import Lease as Lease

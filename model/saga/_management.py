@@ -51,7 +51,7 @@ from ._errors import (
 from ._instance import Awaiting, Cause, JournalEntry, SagaInstance, StepStatus, make_command
 from ._keys import SagaStatus
 from ._messages import CommandEnvelope, effect_id_for
-from ._store import OrchestratorStore, stage_command
+from ._store import OrchestratorStore, settle_quota, stage_command
 from ._transaction import OutcomeUnknown, RolledBack, settle
 from ._values import CommitFate, Phase, UncertainPolicy
 
@@ -244,6 +244,7 @@ def manage(store: OrchestratorStore, request: Manage) -> tuple[OrchestratorStore
             instances={**store.instances, instance.saga_id: after_instance},
             journal=(*store.journal, entry),
         )
+        written = settle_quota(written, instance, after_instance)  # a close returns its unit
         if command is not None:
             dispatched = command.command_id
             written = stage_command(
