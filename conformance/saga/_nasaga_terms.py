@@ -47,6 +47,8 @@ CAPABILITIES = RuntimeCapabilities(
     # Pause/resume are ported (``_nasaga_management``); the resolve budget is the model's count of
     # polls, given to nasaga as ``resolve_max_attempts`` (``namespace_config``, finding N-21).
     management=True,
+    # no rejected compensation (N-09); an unknown one is resolved in the compensating direction
+    unconfirmed_compensations=False,
     manual_close=False,  # a close never commits on PostgreSQL (finding N-01); its refusals are drawn
     host_crash=True,  # the host is killed at its crash points and resumed (_nasaga_crash)
     timer_race=True,  # two hosts race real timers on a namespace of their own (_nasaga_race)

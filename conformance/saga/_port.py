@@ -61,6 +61,11 @@ class RuntimeCapabilities:
     #: (S-PART-04). nasaga's leaves that to its transports (seed: 重试耗尽只进入 DLT, the Transport
     #: table); without it a failing command stays redeliverable, as the model is then told.
     dead_letters: bool = True
+    #: A compensation can be answered rejected or unknown and then awaits manual intervention,
+    #: as the model has it (S-STEP-06), so ``retry_compensation`` can follow (S-MGT-07). nasaga has
+    #: no rejected compensation (N-09) and resolves an unknown one in the compensating direction:
+    #: without it a compensation is answered as it succeeded.
+    unconfirmed_compensations: bool = True
     #: Management actions (S-MGT-01..05: pause, resume, their refusals) are driven.
     management: bool = True
     #: Retry compensation, retry resolution and manual close are driven (S-MGT-06..08).

@@ -93,10 +93,8 @@ REQUIRES: Mapping[str, set[str]] = {
             "manage:ManagementPrecondition",
         )
     },
-    **{
-        f"manage:{action}:applied": {"management", "recovery_actions"}
-        for action in ("retry_compensation", "retry_resolution")
-    },
+    "manage:retry_compensation:applied": {"management", "recovery_actions", "unconfirmed_compensations"},
+    "manage:retry_resolution:applied": {"management", "recovery_actions"},
     "manage:manual_close:applied": {"management", "recovery_actions", "manual_close"},
     "query:audit-with-records": {"management", "business_queries"},
     "query:next-page": {"management", "business_queries"},
