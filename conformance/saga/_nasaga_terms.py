@@ -49,6 +49,7 @@ CAPABILITIES = RuntimeCapabilities(
     management=True,
     # no rejected compensation (N-09); an unknown one is resolved in the compensating direction
     unconfirmed_compensations=False,
+    operation_ids_per_saga=False,  # control and recovery operations are two ledgers (N-22)
     manual_close=False,  # a close never commits on PostgreSQL (finding N-01); its refusals are drawn
     host_crash=True,  # the host is killed at its crash points and resumed (_nasaga_crash)
     timer_race=True,  # two hosts race real timers on a namespace of their own (_nasaga_race)

@@ -66,6 +66,10 @@ class RuntimeCapabilities:
     #: no rejected compensation (N-09) and resolves an unknown one in the compensating direction:
     #: without it a compensation is answered as it succeeded.
     unconfirmed_compensations: bool = True
+    #: An operation id is bound once per saga, across every action (S-MGT-03). nasaga keeps its
+    #: control operations (pause, resume) and its recovery operations apart (finding N-22): the
+    #: model is then told ``OperationScope.FAMILY``, never a looser check.
+    operation_ids_per_saga: bool = True
     #: Management actions (S-MGT-01..05: pause, resume, their refusals) are driven.
     management: bool = True
     #: Retry compensation, retry resolution and manual close are driven (S-MGT-06..08).

@@ -65,6 +65,7 @@ same rules and maps each to where the model enforces it, its tests and its harne
 
 from ._audit import ACTIVE_CONTROL as ACTIVE_CONTROL
 from ._audit import ALL_PERMISSIONS as ALL_PERMISSIONS
+from ._audit import CONTROL_ACTIONS as CONTROL_ACTIONS
 from ._audit import NO_EXPECTATION as NO_EXPECTATION
 from ._audit import REQUIRED_PERMISSION as REQUIRED_PERMISSION
 from ._audit import AuditRecord as AuditRecord
@@ -73,8 +74,10 @@ from ._audit import ControlState as ControlState
 from ._audit import Expectation as Expectation
 from ._audit import ManagementAction as ManagementAction
 from ._audit import ManagementContext as ManagementContext
+from ._audit import OperationScope as OperationScope
 from ._audit import Permission as Permission
 from ._audit import context_valid as context_valid
+from ._audit import same_ledger as same_ledger
 from ._canonical import Canon as Canon
 from ._canonical import DecodeError as DecodeError
 from ._canonical import decode as decode

@@ -36,6 +36,7 @@ from ._audit import (
     ManagementContext,
     Permission,
     context_valid,
+    same_ledger,
 )
 from ._catalog import is_loadable
 from ._definition import DefinitionArtifact
@@ -200,7 +201,12 @@ def manage(store: OrchestratorStore, request: Manage) -> tuple[OrchestratorStore
         return store, instance
     control = control_of(store, instance.saga_id)
     recorded = next(
-        (r for r in store.audit if (r.saga_id, r.operation_id) == (instance.saga_id, request.operation_id)),
+        (
+            r
+            for r in store.audit
+            if (r.saga_id, r.operation_id) == (instance.saga_id, request.operation_id)
+            and same_ledger(store.operation_scope, r.action, action)
+        ),
         None,
     )
     if recorded is not None:

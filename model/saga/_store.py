@@ -14,7 +14,7 @@ from collections.abc import Mapping
 
 import attrs
 
-from ._audit import AuditRecord, Control
+from ._audit import AuditRecord, Control, OperationScope
 from ._catalog import (
     Catalog,
     CatalogEntry,
@@ -133,6 +133,8 @@ class OrchestratorStore:
     controls: Mapping[str, Control] = attrs.field(factory=dict)
     #: Committed management actions, in commit order (S-MGT-09).
     audit: tuple[AuditRecord, ...] = ()
+    #: Where an operation id is bound (S-MGT-03): the saga, or the saga and the action's family.
+    operation_scope: OperationScope = OperationScope.SAGA
 
 
 def settle_quota(store: OrchestratorStore, before: SagaInstance, after: SagaInstance) -> OrchestratorStore:

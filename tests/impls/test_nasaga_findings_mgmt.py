@@ -96,3 +96,27 @@ def test_n21_a_retried_resolution_that_succeeds_completes_the_saga(host: NasagaH
     assert ("MANUAL_INTERVENTION", "WAITING_RESOLUTION") in _transitions(host, ns, "s1")
     stale = _refused(lambda: _manage(host, ns, "pause", "s1", "pause-1", expect={"state_version": 0}))
     assert stale.code == "concurrency.stale_snapshot"
+
+
+def test_n22_control_and_recovery_operations_are_two_ledgers(host: NasagaHost, world: World) -> None:
+    """N-22: an operation id bound to a pause is unbound for a retry of the same saga (and back);
+    within each family a reused id still replays or conflicts."""
+    ns = world(RESOLVE_FIRST, config={"resolve_max_attempts": 2, "enable_manual_close": True})
+    _start(host, ns, "s1")
+    _unknown_until_manual(host, ns, "s1", 2)
+    who = {"actor": "ops-1", "reason": "operator"}
+    assert _manage(host, ns, "pause", "s1", "op-1", **who)["action"] == "pause"
+    assert _manage(host, ns, "resume", "s1", "op-2", **who)["action"] == "resume"
+    retried = _manage(host, ns, "retry_resolution", "s1", "op-1", now_ms=NOW + 10, **who)
+    assert retried == {"action": "retry_resolution", "status": "WAITING_RESOLUTION"}
+    reused = _refused(lambda: _manage(host, ns, "resume", "s1", "op-1", **who))
+    assert reused.code == "backend.conflict"  # op-1 is a pause in the control ledger
+    closed = _refused(lambda: _manage(host, ns, "manual_close", "s1", "op-1", now_ms=NOW + 11, **who))
+    assert closed.code == "backend.conflict"  # op-1 is a retry in the recovery ledger
+    assert "management operation id was reused" in closed.message
+    trail = host.call("load_audit_trail", namespace=ns, tenant=TENANT, saga_id="s1")
+    assert [(c["to"], c["operation_id"]) for c in trail["controls"]] == [
+        ("PAUSED", "op-1"),
+        ("ACTIVE", "op-2"),
+    ]
+    assert _ops(trail) == [("retry_resolution", "op-1")]
