@@ -133,9 +133,9 @@ SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
             role="runtime",
             build="make nasaga-host",
             # ~25 steps/s on a quiet machine (each call one JSON line to the host and its database);
-            # with management, its recovery actions and queries drawn too, 75 examples reach every
-            # applicable target with the fixed seed (60 left relay-crash or reorder unreached).
-            examples={"ci": 75},
+            # with management, its recovery actions and queries drawn too, 100 examples reach every
+            # applicable target with the fixed seed (60 and 75 left relay-crash or reorder unreached).
+            examples={"ci": 100},
         ),
         SagaBackendSpec(
             "nasaga-mysql",
