@@ -60,7 +60,11 @@ class SagaMachineBase(ConformanceMachine):
         for name, value in attrs.asdict(self.caps).items():
             details[f"runtime:{name}"] = str(value)  # what FaultKind.requires reads
         self.model = m.OrchestratorStore(
-            trusted_producers=frozenset(w.OWNERS), quota_limit=w.QUOTA_LIMIT if self.caps.quota else None
+            trusted_producers=frozenset(w.OWNERS),
+            quota_limit=w.QUOTA_LIMIT if self.caps.quota else None,
+            operation_scope=m.OperationScope.SAGA
+            if self.caps.operation_ids_per_saga
+            else m.OperationScope.FAMILY,
         )
         budget = {} if self.caps.dead_letters else {"transient_failure_budget": w.NO_DEAD_LETTERS}
         self.model_parts = {

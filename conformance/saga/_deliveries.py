@@ -57,6 +57,9 @@ class DeliveryRules(ForgedCommandRules):
         command = self.wire.commands[position]
         owner = command.owner
         chosen = DECISIONS[decision]
+        unconfirmed = chosen in (m.Decision.REJECT, m.Decision.UNKNOWN)
+        if unconfirmed and command.phase is m.Phase.COMPENSATE and not self.caps.unconfirmed_compensations:
+            chosen = m.Decision.SUCCEED  # the runtime cannot leave a compensation unconfirmed (N-09)
         if chosen is m.Decision.UNKNOWN:
             if self._allows(EFFECT_UNCERTAIN):
                 self.context.inject(EFFECT_UNCERTAIN.name)

@@ -89,7 +89,7 @@ class HostFaultRules(SagaMachine):
         if not kill or not self._allows(HOST_CRASH) or self.kills >= KILLS_PER_EXAMPLE:
             return
         if unit == "command":
-            self._crash_command(index, decision)
+            self._crash_command(index, decision, relay_crash=at == 4)
         elif unit == "result":
             self._crash_result(index, at)
         else:
@@ -110,11 +110,16 @@ class HostFaultRules(SagaMachine):
         self.context.reach("timer-race:takeover-fenced" if takeover else "timer-race:one-fire")
         self.note(f"timer race: host {report.winner} won; fires {dict(report.fires)}")
 
-    def _crash_command(self, index: int, decision: str) -> None:
+    def _crash_command(self, index: int, decision: str, relay_crash: bool = False) -> None:
+        """``relay_crash`` (``at`` is a crash arrival for results and starts only): the relay dies
+        after publishing the first pending command and before recording it (``RELAY_CRASH``), and
+        its restart publishes it again, so the killed unit picks from a wire holding a copy."""
+        if relay_crash:
+            self._relay_commands(crash=True)
         self._relay_commands(crash=False)
         if not self.wire.commands:
             return
-        position = index % len(self.wire.commands)
+        position = self._pick(index, len(self.wire.commands))  # a non-head envelope: a reorder
         command = self.wire.commands[position]
         owner = command.owner
         chosen = DECISIONS[decision]
@@ -148,7 +153,7 @@ class HostFaultRules(SagaMachine):
         self._relay_results(crash=False)
         if not self.wire.results:
             return
-        position = index % len(self.wire.results)
+        position = self._pick(index, len(self.wire.results))
         producer, envelope = self.wire.results[position]
         delivery = m.ResultDelivery(envelope, producer, self.now, m.CommitFate.COMMITTED)
         _, probe = m.handle_result(self.model, delivery)

@@ -157,20 +157,26 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
     def _settle(self, handover: bool = False) -> None:
         """Deliver and fire without faults until every saga is settled (or 40 rounds passed).
 
-        ``handover``: the first round when an operator will follow (management and timers):
-        ``LOST_AT_SETTLE`` commands are lost on the wire and k3's reserve is left unconfirmed,
-        so an unconfirmed compensation (k2) and an unresolved effect (k3) reach the operator.
+        ``handover``: the rounds before an operator takes over (management with its recovery
+        actions): ``LOST_AT_SETTLE`` commands are lost on the wire and k3's reserve is left
+        unconfirmed, so an unconfirmed compensation (k2) and an unresolved effect (k3) reach the
+        operator. Without timers nothing times a lost command out: k3's resolve polls are then
+        answered unknown until its budget is spent (the same hand-over, S-STEP-05), and k2's
+        compensation is delivered.
         """
         for _ in range(40):
             self.leases.clear()
             self._relay_commands(crash=False)
             while self.wire.commands:
                 head = self.wire.commands[0]
-                if handover and LOST_AT_SETTLE.get(head.saga_id) is head.phase:
+                lost = handover and LOST_AT_SETTLE.get(head.saga_id) is head.phase
+                if lost and self.caps.timers:
                     self.wire.commands.pop(0)  # lost in transit: its timeout takes over
                     continue
                 charge = head.step_index == 1 and head.phase is m.Phase.EXECUTE
                 decision = SETTLED_CHARGE.get(head.saga_id, "succeed") if charge else "succeed"
+                if lost and head.phase is m.Phase.RESOLVE:
+                    decision = "unknown"  # no timer: each poll says unknown until the budget is spent
                 if (
                     handover
                     and head.saga_id == _K3
@@ -226,7 +232,7 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
         self.catalog_touched = True
         self.resume_all()  # a paused saga defers everything until its operator resumes it (S-MGT-05)
         self.after_step()
-        self._settle(handover=self.caps.management and self.caps.timers)
+        self._settle(handover=self.caps.management and self.caps.recovery_actions)
         for _ in range(2):  # the operator takes over what awaits manual intervention (S-MGT-06..08)
             if self.operate_manual():
                 self._settle()

@@ -135,7 +135,6 @@ class ManagementRules(SagaMachineBase):
         else:
             operation_id = f"op-{len(self.operations) + 1}"
             self.operations.append(operation_id)
-        commit = self._set_fate(fate)
         request = m.Manage(
             kind,
             CONTEXTS[who],
@@ -144,9 +143,18 @@ class ManagementRules(SagaMachineBase):
             operation_id,
             expectation,
             self.now,
-            commit,
         )
-        self._manage(request, expect)
+        if not self._closable(request):
+            return
+        self._manage(attrs.evolve(request, commit=self._set_fate(fate)), expect)
+
+    def _closable(self, request: m.Manage) -> bool:
+        """False for a close the model would apply on a runtime whose close cannot commit
+        (``RuntimeCapabilities.manual_close``, finding N-01); its refusals are still asked for."""
+        if request.action is not m.ManagementAction.MANUAL_CLOSE or self.caps.manual_close:
+            return True
+        _, probe = m.manage(self.model, request)
+        return not isinstance(probe, m.ManagementApplied)
 
     def query_sagas(self, kind: str, index: int, who: str) -> None:
         """The business query API vs the model (S-MGT-09, S-MGT-10)."""
@@ -218,6 +226,8 @@ class ManagementRules(SagaMachineBase):
             request = m.Manage(
                 action, OPERATOR, instance.definition.tenant, saga_id, operation_id, now_ms=self.now
             )
+            if not self._closable(request):
+                continue  # it stays awaiting manual intervention: settled (S-STEP-07)
             if isinstance(self._manage(request), m.ManagementApplied):
                 applied.append(request)
         if applied:

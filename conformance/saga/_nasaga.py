@@ -43,6 +43,7 @@ from conformance.saga._nasaga_terms import (
     Seen,
     command_of,
     definition_key,
+    namespace_config,
     nasaga_definition,
     project,
     result_of,
@@ -96,9 +97,10 @@ class NasagaRuntime(NasagaManagement):
         #: Asked just before each unit's call: behind the fault proxy it arms the proxy for the
         #: unit's COMMIT (``_wire.SagaWireRules``); nasaga's fates are otherwise its own.
         self.fates = fates
-        self.crash = CrashSwitch(self.host, self.ns, w.OWNERS)
+        config = namespace_config()
+        self.crash = CrashSwitch(self.host, self.ns, w.OWNERS, config)
         try:
-            self._call(lambda: self.host.open_namespace(self.ns, list(w.OWNERS)))
+            self._call(lambda: self.host.open_namespace(self.ns, list(w.OWNERS), config=config))
         except NasagaHostError as exc:
             # e.g. nasaga-mysql refusing MariaDB's schema (docs/nasaga-findings.md N-02): no verdict.
             raise HarnessEnvironmentError(f"nasaga could not open a namespace on {engine}: {exc}") from exc
@@ -342,16 +344,6 @@ class NasagaRuntime(NasagaManagement):
         raise NotImplementedError
 
     def release_timer(self, timer_id: str, token: int, now_ms: int) -> object:
-        raise NotImplementedError
-
-    # The business query API is not driven on nasaga yet (capabilities: business_queries=False).
-    def get_saga(self, request: m.GetSaga) -> object:
-        raise NotImplementedError
-
-    def list_sagas(self, request: m.ListSagas) -> object:
-        raise NotImplementedError
-
-    def read_audit(self, request: m.ReadAudit) -> object:
         raise NotImplementedError
 
     def register_capability(self, request: m.RegisterCapability) -> object:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import tempfile
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -50,6 +50,9 @@ class CrashSwitch:
     host: NasagaHost
     namespace: str
     owners: Sequence[str]
+    #: nasaga's ``OrchestratorConfig`` for the namespace (``namespace_config``): the host keeps it
+    #: in memory, so the fresh host is given it again.
+    config: Mapping[str, Any] = attrs.field(factory=dict)
     armed: tuple[str, int] | None = None
     kills: int = 0
     #: Called once the fresh host is attached: its process metrics start again from zero.
@@ -99,7 +102,7 @@ class CrashSwitch:
         """A fresh host on the same databases; the namespace attached again."""
         try:
             self.host.restart()
-            self.host.open_namespace(self.namespace, list(self.owners), mode="attach")
+            self.host.open_namespace(self.namespace, list(self.owners), mode="attach", config=self.config)
             self.resumed()
         except NasagaHostError as exc:
             raise HarnessEnvironmentError(f"the nasaga host did not come back after a kill: {exc}") from exc

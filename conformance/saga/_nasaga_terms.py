@@ -14,6 +14,7 @@ from typing import Any
 import attrs
 
 from conformance._violations import Violation
+from conformance.saga import _world as w
 from conformance.saga._port import (
     CatalogObservation,
     Observation,
@@ -43,18 +44,37 @@ CAPABILITIES = RuntimeCapabilities(
     # payload does not reach the host (producer and owner forgeries do)
     forged_command_fields=False,
     misaddressed_commands=False,  # its owner check is in the transport route the host bypasses (N-05)
-    # Pause/resume are ported (``_nasaga_management``; on nasaga-pg the one management divergence
-    # seen, a reused control operation, is mapped), but with the rule on, the fixed seed's programs
-    # reach an undecided divergence outside management:
-    # nasaga re-polls an unresolved effect within its time budget where the model stops after
-    # ``resolve_budget`` polls (S-ORCH-02, .ratchet/failures/nasaga-pg-saga-S-ORCH-02-69e88c31fb.json);
-    # off until that is decided (docs/nasaga-findings.md N-17).
-    management=False,
-    recovery_actions=False,  # retries and close: the concept map is pending; close fails on PG (N-01, N-17)
-    business_queries=False,  # get/list/audit read-backs not yet mapped (N-17)
+    # Pause/resume are ported (``_nasaga_management``); the resolve budget is the model's count of
+    # polls, given to nasaga as ``resolve_max_attempts`` (``namespace_config``, finding N-21).
+    management=True,
+    # no rejected compensation (N-09); an unknown one is resolved in the compensating direction
+    unconfirmed_compensations=False,
+    operation_ids_per_saga=False,  # control and recovery operations are two ledgers (N-22)
+    manual_close=False,  # a close never commits on PostgreSQL (finding N-01); its refusals are drawn
     host_crash=True,  # the host is killed at its crash points and resumed (_nasaga_crash)
     timer_race=True,  # two hosts race real timers on a namespace of their own (_nasaga_race)
 )
+
+
+def namespace_config() -> dict[str, Any]:
+    """nasaga's ``OrchestratorConfig`` for a world's namespace (``open_namespace config``).
+
+    ``resolve_max_attempts`` is the model's ``resolve_budget``: nasaga counts the resolve polls of
+    one step per direction against it (``reissue_resolve``, ``rt/orchestrator.rs:3794-3810``) as
+    the model counts polls per step (``_instance.plan``), so both stop after the same poll
+    (finding N-21). It is one number per orchestrator, so every resolving step of the world must
+    declare the same budget. ``enable_manual_close`` lets the operator close (S-MGT-08; N-01).
+    """
+    budgets = {
+        step.resolve_budget
+        for _, artifact in w.DEFINITIONS.values()
+        for step in artifact.steps
+        if step.uncertain_policy is m.UncertainPolicy.RESOLVE
+    }
+    if len(budgets) != 1:
+        raise ValueError(f"nasaga has one resolve budget per orchestrator; the world declares {budgets}")
+    return {"resolve_max_attempts": budgets.pop(), "enable_manual_close": True}
+
 
 #: What this port does not compare, and why.
 BLIND_SPOTS = {
@@ -71,7 +91,13 @@ STATUS = {
     "COMPLETED": m.SagaStatus.COMPLETED,
     "COMPENSATED": m.SagaStatus.COMPENSATED,
     "MANUAL_INTERVENTION": m.SagaStatus.AWAITING_MANUAL_INTERVENTION,
+    "MANUALLY_CLOSED": m.SagaStatus.MANUALLY_CLOSED,
 }
+#: A model status as nasaga's list filter names it (``CANCELLING`` is the model's resolving, N-03).
+STATUS_NAMES: dict[m.SagaStatus, tuple[str, ...]] = {
+    model: tuple(name for name, mapped in STATUS.items() if mapped is model) for model in m.SagaStatus
+}
+STATUS_NAMES[m.SagaStatus.RESOLVING] += ("CANCELLING",)
 PHASE = {"execute": m.Phase.EXECUTE, "compensate": m.Phase.COMPENSATE, "resolve": m.Phase.RESOLVE}
 #: A participant's answer as the model names it. HALTED is what nasaga's participant commits when
 #: a step that may not be uncertain answers unknown: the model's manual-intervention policy.
@@ -139,7 +165,26 @@ def seen_management(value: object) -> object | None:
     )
     if isinstance(value, names):
         return Seen(type(value).__name__)
+    if isinstance(value, m.SagaView):
+        return Seen("view", view_detail(value))
+    if isinstance(value, m.SagaPage):
+        return Seen("page", (*("|".join(view_detail(v)) for v in value.items), f"next={value.next_after}"))
+    if isinstance(value, m.AuditTrail):
+        return Seen("audit", audit_detail(value.management))
     return None
+
+
+def view_detail(view: m.SagaView) -> tuple[str, ...]:
+    """A saga view at nasaga's resolution: its revisions are nasaga's own numbers (N-17)."""
+    return (view.saga_id, repr(view.definition), view.business_key, view.status.value, view.control.value)
+
+
+def audit_detail(records: tuple[m.AuditRecord, ...]) -> tuple[str, ...]:
+    """The management records as nasaga keeps them: control changes (pause, resume) in one
+    stream, the recovery actions in another, each in commit order (``load_audit_trail``)."""
+    control = (m.ManagementAction.PAUSE, m.ManagementAction.RESUME)
+    shown = [r for r in records if r.action in control] + [r for r in records if r.action not in control]
+    return tuple(f"{r.action.value} {r.operation_id} {r.actor} {r.reason}" for r in shown)
 
 
 def _seen_start(outcome: object) -> Seen:

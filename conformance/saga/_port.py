@@ -61,10 +61,22 @@ class RuntimeCapabilities:
     #: (S-PART-04). nasaga's leaves that to its transports (seed: 重试耗尽只进入 DLT, the Transport
     #: table); without it a failing command stays redeliverable, as the model is then told.
     dead_letters: bool = True
+    #: A compensation can be answered rejected or unknown and then awaits manual intervention,
+    #: as the model has it (S-STEP-06), so ``retry_compensation`` can follow (S-MGT-07). nasaga has
+    #: no rejected compensation (N-09) and resolves an unknown one in the compensating direction:
+    #: without it a compensation is answered as it succeeded.
+    unconfirmed_compensations: bool = True
+    #: An operation id is bound once per saga, across every action (S-MGT-03). nasaga keeps its
+    #: control operations (pause, resume) and its recovery operations apart (finding N-22): the
+    #: model is then told ``OperationScope.FAMILY``, never a looser check.
+    operation_ids_per_saga: bool = True
     #: Management actions (S-MGT-01..05: pause, resume, their refusals) are driven.
     management: bool = True
     #: Retry compensation, retry resolution and manual close are driven (S-MGT-06..08).
     recovery_actions: bool = True
+    #: A manual close the model applies commits (S-MGT-08). nasaga-pgsql's never does (finding
+    #: N-01): without it the machine asks for no close the model would apply, only refused ones.
+    manual_close: bool = True
     #: The business query API (get, list, audit trail) is read back (S-MGT-09, S-MGT-10).
     business_queries: bool = True
     #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``

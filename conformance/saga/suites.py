@@ -78,7 +78,7 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
 #: The coverage targets a runtime can reach only with a capability (``RuntimeCapabilities``);
 #: a runtime without it is judged on the rest (docs/nasaga.md lists why nasaga lacks each).
 REQUIRES: Mapping[str, set[str]] = {
-    "terminal:MANUALLY_CLOSED": {"management", "recovery_actions"},
+    "terminal:MANUALLY_CLOSED": {"management", "recovery_actions", "manual_close"},
     **{
         target: {"management"}
         for target in (
@@ -93,10 +93,9 @@ REQUIRES: Mapping[str, set[str]] = {
             "manage:ManagementPrecondition",
         )
     },
-    **{
-        f"manage:{action}:applied": {"management", "recovery_actions"}
-        for action in ("retry_compensation", "retry_resolution", "manual_close")
-    },
+    "manage:retry_compensation:applied": {"management", "recovery_actions", "unconfirmed_compensations"},
+    "manage:retry_resolution:applied": {"management", "recovery_actions"},
+    "manage:manual_close:applied": {"management", "recovery_actions", "manual_close"},
     "query:audit-with-records": {"management", "business_queries"},
     "query:next-page": {"management", "business_queries"},
     "fault:commit-rolled-back": {"injectable_fates"},

@@ -281,7 +281,7 @@ class SagaTransaction(Protocol):
         """Increment the single registry revision row and return the new value (S-ROUTE-10)."""
 
     def definition_references(self, key: DefinitionKey, now_ms: int) -> frozenset[DefinitionReference]:
-        """Retained instances, unpublished command outbox rows, live capability leases and
+        """Retained instances, command outbox rows (published or not), live capability leases and
         recorded migration/audit references naming ``key`` (S-CAT-07)."""
 
     def insert_reference(self, reference: DefinitionReference) -> bool: ...
@@ -336,6 +336,9 @@ class SagaTransaction(Protocol):
 
     def list_commands(self, *, unpublished_only: bool = False) -> tuple[CommandOutboxRow, ...]:
         """In append (``seq``) order."""
+
+    def delete_commands(self, saga_id: str) -> int:
+        """Drops one released instance's commands (all published, S-CAT-07); how many went."""
 
     # durable timers with fencing (S-TIMER-01..05) ------------------------------------------
     def insert_timer(self, row: TimerRow) -> bool: ...

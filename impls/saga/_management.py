@@ -48,7 +48,7 @@ from ._backend import SagaTransaction
 from ._convert import instance_from_row, instance_to_row, journal_from_row, journal_to_row
 from ._orchestrator import Orchestrator
 from ._unit import Discard, Keep, read_only, run_unit
-from ._writes import _need, _stage, entry_of
+from ._writes import _need, _stage, entry_of, settle_quota
 
 
 def _find(tx: SagaTransaction, tenant: str, saga_id: str, *, lock: bool) -> SagaInstance | None:
@@ -136,6 +136,7 @@ class Management:
             after, entry, command = change
             _need(tx.update_instance(instance_to_row(after), instance.revision))
             _need(tx.append_journal(journal_to_row(entry)))
+            settle_quota(tx, self.orchestrator.quota_mode, instance, after)  # a close returns its unit
             if command is not None:
                 dispatched = command.command_id
                 _stage(tx, command, request.now_ms + artifact.steps[command.step_index].timeout_ms)

@@ -63,6 +63,7 @@ from model.saga import (
     Published,
     PublishOutcome,
     QuotaExhausted,
+    QuotaMode,
     Reaction,
     ReferenceKind,
     ReferenceRecorded,
@@ -167,6 +168,8 @@ class Orchestrator:
     fates: FateHook = always_commit
     #: The process's one metrics source, shared with every other service of the process (S-OBS-04).
     metrics: RuntimeMetrics = attrs.field(factory=process_metrics)
+    #: What the quota counts: admitted starts, or instances in flight (S-START-13).
+    quota_mode: QuotaMode = QuotaMode.ADMITTED
 
     # -- catalog -----------------------------------------------------------------------
 
@@ -479,7 +482,7 @@ class Orchestrator:
             reaction = react(instance, entry.artifact, event)
             if not isinstance(reaction, Reaction) or not is_loadable(entry.lifecycle):
                 return Keep(StaleResult(envelope.message_id, instance.saga_id))
-            _apply(tx, instance, reaction, entry.artifact, now_ms)
+            _apply(tx, instance, reaction, entry.artifact, now_ms, self.quota_mode)
             dispatched = None if reaction.dispatch is None else reaction.dispatch.command_id
             return Keep(ResultApplied(instance.saga_id, reaction.entry, dispatched))
 
@@ -609,7 +612,7 @@ class Orchestrator:
             reaction = react(instance, entry.artifact, AttemptTimedOut(row.command_id))
             if not isinstance(reaction, Reaction):
                 return Keep(TimerObsolete(timer_id))
-            _apply(tx, instance, reaction, entry.artifact, now_ms)
+            _apply(tx, instance, reaction, entry.artifact, now_ms, self.quota_mode)
             dispatched = None if reaction.dispatch is None else reaction.dispatch.command_id
             return Keep(TimerFired(instance.saga_id, reaction.entry, dispatched))
 
@@ -650,7 +653,8 @@ class Orchestrator:
     def release_instance(
         self, saga_id: str
     ) -> InstanceReleased | UnknownSaga | InstanceNotReleasable | RolledBack | OutcomeUnknown:
-        """Drop a finished instance under the retention policy; receipt and journal stay (S-CAT-11)."""
+        """Drop a finished instance and its published commands under the retention policy;
+        receipt and journal stay (S-CAT-07, S-CAT-11)."""
 
         def body(
             tx: SagaTransaction,
@@ -666,6 +670,7 @@ class Orchestrator:
             if instance.status not in TERMINAL_STATUSES or pending:
                 return Discard(InstanceNotReleasable(saga_id, instance.status, pending))
             _need(tx.delete_instance(saga_id))
+            tx.delete_commands(saga_id)  # its published commands go with it (S-CAT-07)
             return Keep(InstanceReleased(saga_id))
 
         return run_unit(self.backend, "release", body)

@@ -8,10 +8,12 @@ the instance CAS with its journal entry, timer swap and next command (``_apply``
 from __future__ import annotations
 
 from model.saga import (
+    TERMINAL_STATUSES,
     CatalogEntry,
     CommandEnvelope,
     ControlState,
     DefinitionArtifact,
+    QuotaMode,
     Reaction,
     SagaInstance,
     StaleFencingToken,
@@ -48,12 +50,26 @@ def _stage(tx: SagaTransaction, command: CommandEnvelope, due_ms: int) -> None:
     _need(tx.insert_timer(timer))
 
 
+def settle_quota(tx: SagaTransaction, mode: QuotaMode, before: SagaInstance, after: SagaInstance) -> None:
+    """An instance that becomes terminal returns its quota unit in the same transaction, when the
+    quota counts instances in flight (S-START-13, ``model.saga.settle_quota``)."""
+    settles = before.status not in TERMINAL_STATUSES and after.status in TERMINAL_STATUSES
+    if mode is QuotaMode.IN_FLIGHT and settles and tx.quota_used(after.definition.tenant) > 0:
+        tx.add_quota(after.definition.tenant, -1)
+
+
 def _apply(
-    tx: SagaTransaction, before: SagaInstance, reaction: Reaction, artifact: DefinitionArtifact, now_ms: int
+    tx: SagaTransaction,
+    before: SagaInstance,
+    reaction: Reaction,
+    artifact: DefinitionArtifact,
+    now_ms: int,
+    quota_mode: QuotaMode = QuotaMode.ADMITTED,
 ) -> None:
-    """Instance CAS, journal, timer swap and next command, one transaction (S-ORCH-02)."""
+    """Instance CAS, journal, timer swap, quota and next command, one transaction (S-ORCH-02)."""
     _need(tx.update_instance(instance_to_row(reaction.instance), before.revision))
     _need(tx.append_journal(journal_to_row(reaction.entry)))
+    settle_quota(tx, quota_mode, before, reaction.instance)
     tx.delete_timer(timer_id_for(reaction.settled_command_id))
     command = reaction.dispatch
     if command is not None:

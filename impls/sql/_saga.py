@@ -238,7 +238,7 @@ class SqlTransaction(ManagementRows):
         for (saga_id,) in self._all(f"SELECT saga_id FROM {self._t('instances')} WHERE {where}", k):
             found.add(DefinitionReference(ReferenceKind.INSTANCE, key, saga_id))
         for (command_id,) in self._all(
-            f"SELECT command_id FROM {self._t('command_outbox')} WHERE {where} AND published = 0", k
+            f"SELECT command_id FROM {self._t('command_outbox')} WHERE {where}", k
         ):
             found.add(DefinitionReference(ReferenceKind.OUTBOX, key, command_id))
         for owner, replica, step in self._all(
@@ -429,6 +429,11 @@ class SqlTransaction(ManagementRows):
                 (command_id, *self._ns),
             )
             == 1
+        )
+
+    def delete_commands(self, saga_id: str) -> int:
+        return self._exec(
+            f"DELETE FROM {self._t('command_outbox')} WHERE saga_id = ?{self._and_ns}", (saga_id, *self._ns)
         )
 
     def list_commands(self, *, unpublished_only: bool = False) -> tuple[CommandOutboxRow, ...]:

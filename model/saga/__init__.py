@@ -65,6 +65,7 @@ same rules and maps each to where the model enforces it, its tests and its harne
 
 from ._audit import ACTIVE_CONTROL as ACTIVE_CONTROL
 from ._audit import ALL_PERMISSIONS as ALL_PERMISSIONS
+from ._audit import CONTROL_ACTIONS as CONTROL_ACTIONS
 from ._audit import NO_EXPECTATION as NO_EXPECTATION
 from ._audit import REQUIRED_PERMISSION as REQUIRED_PERMISSION
 from ._audit import AuditRecord as AuditRecord
@@ -73,8 +74,10 @@ from ._audit import ControlState as ControlState
 from ._audit import Expectation as Expectation
 from ._audit import ManagementAction as ManagementAction
 from ._audit import ManagementContext as ManagementContext
+from ._audit import OperationScope as OperationScope
 from ._audit import Permission as Permission
 from ._audit import context_valid as context_valid
+from ._audit import same_ledger as same_ledger
 from ._canonical import Canon as Canon
 from ._canonical import DecodeError as DecodeError
 from ._canonical import decode as decode
@@ -379,6 +382,7 @@ from ._store import CommandPublished as CommandPublished
 from ._store import InstanceReleased as InstanceReleased
 from ._store import OrchestratorStore as OrchestratorStore
 from ._store import OutboxedCommand as OutboxedCommand
+from ._store import QuotaMode as QuotaMode
 from ._store import RecordReference as RecordReference
 from ._store import ReferenceRecorded as ReferenceRecorded
 from ._store import ReferenceReleased as ReferenceReleased
@@ -402,6 +406,7 @@ from ._store import renew_capability as renew_capability
 from ._store import renew_timer as renew_timer
 from ._store import select_capability_route as select_capability_route
 from ._store import select_capability_routes as select_capability_routes
+from ._store import settle_quota as settle_quota
 from ._timers import ClaimOutcome as ClaimOutcome
 from ._timers import ClaimTimer as ClaimTimer
 from ._timers import Lease as Lease

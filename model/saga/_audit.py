@@ -48,6 +48,24 @@ REQUIRED_PERMISSION: dict[ManagementAction, Permission] = {
 
 ALL_PERMISSIONS: frozenset[Permission] = frozenset(Permission)
 
+#: The control actions: they flip the control state and touch no status (S-MGT-05).
+CONTROL_ACTIONS: frozenset[ManagementAction] = frozenset({ManagementAction.PAUSE, ManagementAction.RESUME})
+
+
+class OperationScope(enum.Enum):
+    """Where an operation id is bound (S-MGT-03; the seed names no scope, N-17, N-22)."""
+
+    #: One ledger per saga: an id bound to one action conflicts with every other action.
+    SAGA = "saga"
+    #: One ledger per saga and family: control actions (pause, resume) apart from the recovery
+    #: actions (retries, close); an id bound in one family is unbound in the other.
+    FAMILY = "family"
+
+
+def same_ledger(scope: OperationScope, recorded: ManagementAction, action: ManagementAction) -> bool:
+    """Whether an operation recorded for ``recorded`` binds ``action``'s id (S-MGT-03)."""
+    return scope is OperationScope.SAGA or (recorded in CONTROL_ACTIONS) == (action in CONTROL_ACTIONS)
+
 
 @attrs.frozen
 class ManagementContext:

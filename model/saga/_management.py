@@ -36,6 +36,7 @@ from ._audit import (
     ManagementContext,
     Permission,
     context_valid,
+    same_ledger,
 )
 from ._catalog import is_loadable
 from ._definition import DefinitionArtifact
@@ -51,7 +52,7 @@ from ._errors import (
 from ._instance import Awaiting, Cause, JournalEntry, SagaInstance, StepStatus, make_command
 from ._keys import SagaStatus
 from ._messages import CommandEnvelope, effect_id_for
-from ._store import OrchestratorStore, stage_command
+from ._store import OrchestratorStore, settle_quota, stage_command
 from ._transaction import OutcomeUnknown, RolledBack, settle
 from ._values import CommitFate, Phase, UncertainPolicy
 
@@ -200,7 +201,12 @@ def manage(store: OrchestratorStore, request: Manage) -> tuple[OrchestratorStore
         return store, instance
     control = control_of(store, instance.saga_id)
     recorded = next(
-        (r for r in store.audit if (r.saga_id, r.operation_id) == (instance.saga_id, request.operation_id)),
+        (
+            r
+            for r in store.audit
+            if (r.saga_id, r.operation_id) == (instance.saga_id, request.operation_id)
+            and same_ledger(store.operation_scope, r.action, action)
+        ),
         None,
     )
     if recorded is not None:
@@ -244,6 +250,7 @@ def manage(store: OrchestratorStore, request: Manage) -> tuple[OrchestratorStore
             instances={**store.instances, instance.saga_id: after_instance},
             journal=(*store.journal, entry),
         )
+        written = settle_quota(written, instance, after_instance)  # a close returns its unit
         if command is not None:
             dispatched = command.command_id
             written = stage_command(

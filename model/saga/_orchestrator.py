@@ -24,7 +24,7 @@ from ._definition import DefinitionArtifact
 from ._errors import MessageRefused, NoSuchTimer, RefusalReason, StaleFencingToken
 from ._instance import AttemptTimedOut, JournalEntry, Reaction, StepAnswered, react
 from ._messages import ResultEnvelope, result_message_id_for
-from ._store import OrchestratorStore, stage_command
+from ._store import OrchestratorStore, settle_quota, stage_command
 from ._timers import Timer, check_fence, remove_timer, timer_id_for
 from ._transaction import OutcomeUnknown, RolledBack, settle
 from ._values import CommitFate, DeliveryVerdict
@@ -131,6 +131,7 @@ def _apply(
         journal=(*store.journal, reaction.entry),
         timers=remove_timer(store.timers, timer_id_for(reaction.settled_command_id)),
     )
+    written = settle_quota(written, store.instances[instance.saga_id], instance)
     command = reaction.dispatch
     if command is None:
         return written

@@ -55,7 +55,7 @@ RULES: Mapping[str, str] = {
     "explicit schema; the contract must match the definition's.",
     "S-START-12": "Only first-step execute commands carry the payload, on every attempt; "
     "later steps, resolve and compensation carry none.",
-    "S-START-13": "A start beyond the tenant's quota is refused.",
+    "S-START-13": "A start beyond the tenant's quota (admitted starts, or instances in flight) is refused.",
     # identities
     "S-ID-01": "effect_id is derived from (saga, step, phase) and stable across attempts; "
     "resolve names its polled effect as target.",

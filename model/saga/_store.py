@@ -9,11 +9,12 @@ operations to the store and answers the queries a harness compares against.
 
 from __future__ import annotations
 
+import enum
 from collections.abc import Mapping
 
 import attrs
 
-from ._audit import AuditRecord, Control
+from ._audit import AuditRecord, Control, OperationScope
 from ._catalog import (
     Catalog,
     CatalogEntry,
@@ -96,6 +97,15 @@ class OutboxedCommand:
     published: bool = False
 
 
+class QuotaMode(enum.Enum):
+    """What a tenant's quota counts (S-START-13; the seed is silent on release, N-10)."""
+
+    #: Every start ever admitted: a unit is never returned.
+    ADMITTED = "admitted"
+    #: Instances not yet terminal: the transition that makes an instance terminal returns its unit.
+    IN_FLIGHT = "in_flight"
+
+
 @attrs.frozen
 class OrchestratorStore:
     catalog: Catalog = attrs.field(factory=Catalog)
@@ -109,9 +119,10 @@ class OrchestratorStore:
     timers: TimerTable = attrs.field(factory=TimerTable)
     #: Command outbox by command id, in commit order.
     outbox: Mapping[str, OutboxedCommand] = attrs.field(factory=dict)
-    #: Starts admitted per tenant.
+    #: Quota units held per tenant: starts admitted, or instances in flight (``quota_mode``).
     quota_used: Mapping[str, int] = attrs.field(factory=dict)
     quota_limit: int | None = None
+    quota_mode: QuotaMode = QuotaMode.ADMITTED
     #: Transport principals whose results are trusted at all.
     trusted_producers: frozenset[str] = frozenset()
     #: Migration and audit references (the other kinds are derived from facts).
@@ -122,6 +133,22 @@ class OrchestratorStore:
     controls: Mapping[str, Control] = attrs.field(factory=dict)
     #: Committed management actions, in commit order (S-MGT-09).
     audit: tuple[AuditRecord, ...] = ()
+    #: Where an operation id is bound (S-MGT-03): the saga, or the saga and the action's family.
+    operation_scope: OperationScope = OperationScope.SAGA
+
+
+def settle_quota(store: OrchestratorStore, before: SagaInstance, after: SagaInstance) -> OrchestratorStore:
+    """The quota unit an instance returns in the transition that makes it terminal, when the
+    quota counts instances in flight (S-START-13); the same transaction as the transition."""
+    if (
+        store.quota_mode is not QuotaMode.IN_FLIGHT
+        or before.status in TERMINAL_STATUSES
+        or after.status not in TERMINAL_STATUSES
+    ):
+        return store
+    tenant = after.definition.tenant
+    held = store.quota_used.get(tenant, 0)
+    return attrs.evolve(store, quota_used={**store.quota_used, tenant: max(held - 1, 0)})
 
 
 def stage_command(store: OrchestratorStore, command: CommandEnvelope, due_ms: int) -> OrchestratorStore:
@@ -152,8 +179,9 @@ def definition_references(
 ) -> frozenset[DefinitionReference]:
     """Every fact still naming ``key`` (S-CAT-07).
 
-    Retained instances (terminal ones too, until released), unpublished command outbox
-    entries, live capability leases, and recorded migration and audit references.
+    Retained instances (terminal ones too, until released), command outbox entries (published
+    or not: a published one is a retained message until released with its instance), live
+    capability leases, and recorded migration and audit references.
     """
     found = {r for r in store.references if r.key == key}
     found |= {
@@ -164,7 +192,7 @@ def definition_references(
     found |= {
         DefinitionReference(ReferenceKind.OUTBOX, key, command_id)
         for command_id, entry in store.outbox.items()
-        if entry.command.definition == key and not entry.published
+        if entry.command.definition == key
     }
     found |= {
         DefinitionReference(
@@ -253,7 +281,8 @@ def release_instance(
 ) -> tuple[OrchestratorStore, InstanceReleased | UnknownSaga | InstanceNotReleasable]:
     """Drop a finished instance's row under the retention policy (S-CAT-07, S-CAT-11).
 
-    Only a terminal instance with no unpublished command may go. Its start receipt and
+    Only a terminal instance with no unpublished command may go; its published commands go
+    with it (message retention follows the same policy, S-CAT-07). Its start receipt and
     journal stay: replays keep their verdict and history is not rewritten.
     """
     instance = store.instances.get(saga_id)
@@ -263,7 +292,8 @@ def release_instance(
     if instance.status not in TERMINAL_STATUSES or pending:
         return store, InstanceNotReleasable(saga_id, instance.status, pending)
     remaining = {k: v for k, v in store.instances.items() if k != saga_id}
-    return attrs.evolve(store, instances=remaining), InstanceReleased(saga_id)
+    outbox = {k: e for k, e in store.outbox.items() if e.command.saga_id != saga_id}
+    return attrs.evolve(store, instances=remaining, outbox=outbox), InstanceReleased(saga_id)
 
 
 @attrs.frozen

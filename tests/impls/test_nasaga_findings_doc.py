@@ -10,6 +10,7 @@ from model.saga import RULES
 
 ROOT = Path(__file__).resolve().parents[2]
 DOC = (ROOT / "docs" / "nasaga-findings.md").read_text(encoding="utf-8")
+#: The replays: ``test_nasaga_findings.py`` and its continuations ``test_nasaga_findings_*.py``.
 TESTS = "\n".join(
     path.read_text(encoding="utf-8")
     for path in sorted((ROOT / "tests" / "impls").glob("test_nasaga_findings*.py"))
@@ -24,7 +25,7 @@ def test_every_finding_has_a_section_a_decision_and_a_replay() -> None:
         assert decision.strip(), f"{finding} has no decision"
         named = re.findall(r"`(test_\w+)", replay)
         for test in named:
-            assert f"def {test}" in TESTS, f"{finding}: {test} is not in test_nasaga_findings*.py"
+            assert f"def {test}" in TESTS, f"{finding}: {test} is in no test_nasaga_findings*.py"
         assert named or "saga suite" in replay, f"{finding} names no replay"
 
 

@@ -142,7 +142,7 @@ class MemoryTransaction:
         found |= {
             DefinitionReference(ReferenceKind.OUTBOX, key, row.command_id)
             for row in self.t.commands.values()
-            if row.definition == key and not row.published
+            if row.definition == key
         }
         found |= {
             DefinitionReference(ReferenceKind.CAPABILITY_LEASE, key, f"{c.owner}/{c.replica}/{c.step_index}")
@@ -259,6 +259,12 @@ class MemoryTransaction:
             return False
         self.t.commands[command_id] = attrs.evolve(row, published=True)
         return True
+
+    def delete_commands(self, saga_id: str) -> int:
+        gone = [k for k, row in self.t.commands.items() if row.saga_id == saga_id]
+        for command_id in gone:
+            del self.t.commands[command_id]
+        return len(gone)
 
     def list_commands(self, *, unpublished_only: bool = False) -> tuple[CommandOutboxRow, ...]:
         rows = sorted(self.t.commands.values(), key=lambda r: r.seq)

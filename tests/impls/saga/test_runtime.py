@@ -5,11 +5,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import attrs
+import pytest
 
 from impls.saga import SagaBackend, SagaTransaction
 from impls.saga._unit import read_only
 from model.saga import (
     AlreadyExists,
+    ChangeLifecycle,
     CommandEnvelope,
     CommandProcessed,
     CommitFate,
@@ -17,12 +19,20 @@ from model.saga import (
     DuplicateCommand,
     DuplicateResult,
     EligibilityRevoked,
+    InstanceReleased,
+    LifecycleAction,
+    LifecycleChanged,
     MessageRefused,
     Phase,
+    QuotaExhausted,
+    QuotaMode,
+    ReferenceKind,
     ResultApplied,
+    RetirementBlocked,
     RolledBack,
     SagaStatus,
     StaleFencingToken,
+    Started,
     StartSaga,
     TimerClaimed,
     TimerRenewed,
@@ -179,3 +189,35 @@ def test_rolled_back_start_leaves_nothing(open_backend: Callable[[str], SagaBack
         )
 
     assert read_only(rig.orch.backend, everything) == (None, (), (), (), (), 0)
+
+
+def test_s_cat_07_published_commands_block_retirement_until_released_with_their_instance(rig: Rig) -> None:
+    """N-11: a finished saga's published commands are retained messages: retirement is refused
+    while they stay, and releasing the instance releases them under the same policy."""
+    started = rig.start()
+    rig.drive()
+    assert _status(rig, started.saga_id) is SagaStatus.COMPLETED
+    rig.orch.change_lifecycle(ChangeLifecycle(KEY, LifecycleAction.DEPRECATE), 0)
+    blocked = rig.orch.change_lifecycle(ChangeLifecycle(KEY, LifecycleAction.RETIRE), 0)
+    assert isinstance(blocked, RetirementBlocked)
+    assert {r.kind for r in blocked.references} == {ReferenceKind.INSTANCE, ReferenceKind.OUTBOX}
+    assert rig.orch.release_instance(started.saga_id) == InstanceReleased(started.saga_id)
+    assert not read_only(rig.orch.backend, lambda tx: tx.list_commands())
+    retired = rig.orch.change_lifecycle(ChangeLifecycle(KEY, LifecycleAction.RETIRE), 0)
+    assert isinstance(retired, LifecycleChanged)
+
+
+@pytest.mark.parametrize("mode", list(QuotaMode))
+def test_s_start_13_a_completed_saga_returns_its_unit_in_flight(rig: Rig, mode: QuotaMode) -> None:
+    """N-10: with the quota counting instances in flight, the transition that completes a saga
+    returns its unit (the next key starts); counting admitted starts, it stays refused."""
+    rig.orch.quota_limit, rig.orch.quota_mode = 1, mode
+    rig.start("k1")
+    rig.drive()
+    after = rig.orch.start_saga(StartSaga(KEY, "k2", json_payload=b'{"qty":1}'), 0)
+    if mode is QuotaMode.IN_FLIGHT:
+        assert isinstance(after, Started)
+    else:
+        assert after == QuotaExhausted(KEY.tenant, 1)
+    replay = rig.orch.start_saga(StartSaga(KEY, "k1", json_payload=b'{"qty":1}'), 0)
+    assert isinstance(replay, AlreadyExists)  # a replay takes no unit in either mode

@@ -273,15 +273,20 @@ def test_s_cat_07_running_instance_and_pending_outbox_block_retirement() -> None
     assert again is store
 
 
-def test_s_cat_07_terminal_instance_still_blocks_until_released() -> None:
+def test_s_cat_07_terminal_instance_and_published_outbox_block_until_released() -> None:
+    """A published command is still a retained message (N-11): it blocks with its instance and
+    is released with it, under the one retention policy."""
     store, saga_id = deprecated_with_instance()
     store = finish_all(store)
     assert store.instances[saga_id].status is SagaStatus.COMPLETED
+    assert store.outbox and all(e.published for e in store.outbox.values())
     _, outcome = move(store, LifecycleAction.RETIRE)
     assert isinstance(outcome, RetirementBlocked)
-    assert {r.kind for r in outcome.references} == {ReferenceKind.INSTANCE}
+    assert {r.kind for r in outcome.references} == {ReferenceKind.INSTANCE, ReferenceKind.OUTBOX}
     store, released = release_instance(store, saga_id)
     assert released == InstanceReleased(saga_id)
+    assert not any(e.command.saga_id == saga_id for e in store.outbox.values())
+    assert any(e.saga_id == saga_id for e in store.journal)  # the journal stays (S-CAT-11)
     store, retired = move(store, LifecycleAction.RETIRE)
     assert isinstance(retired, LifecycleChanged) and retired.after is Lifecycle.RETIRED
 

@@ -28,6 +28,7 @@ from model.saga import (
     ManagementProblem,
     ManagementReplayed,
     OperationConflict,
+    OperationScope,
     OrchestratorStore,
     Permission,
     PermissionDenied,
@@ -123,6 +124,21 @@ def test_s_mgt_03_an_operation_is_replayed_never_redone_and_bound_to_its_action(
     store, second = started(store, ART.key, "order-2")
     _, paused = act(store, ManagementAction.PAUSE, second)
     assert isinstance(paused, ManagementApplied)
+
+
+def test_s_mgt_03_a_family_scope_binds_control_and_recovery_operations_apart() -> None:
+    """N-22: with ``OperationScope.FAMILY`` an id bound to a retry is unbound for a pause (and
+    back), while within a family it still replays or conflicts."""
+    driver, saga_id = in_manual()
+    store = attrs.evolve(driver.store, operation_scope=OperationScope.FAMILY)
+    store, first = act(store, ManagementAction.RETRY_RESOLUTION, saga_id)
+    assert isinstance(first, ManagementApplied)
+    store, paused = act(store, ManagementAction.PAUSE, saga_id)
+    assert isinstance(paused, ManagementApplied)  # the control ledger has no op-1 yet
+    again, replay = act(store, ManagementAction.PAUSE, saga_id)
+    assert isinstance(replay, ManagementReplayed) and again is store
+    other, conflict = act(store, ManagementAction.MANUAL_CLOSE, saga_id)
+    assert conflict == OperationConflict("op-1") and other is store  # same family as the retry
 
 
 def test_s_mgt_04_a_stale_expectation_writes_nothing() -> None:

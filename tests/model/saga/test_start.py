@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import attrs
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -22,6 +23,7 @@ from model.saga import (
     PayloadRejected,
     Phase,
     QuotaExhausted,
+    QuotaMode,
     RolledBack,
     SagaPayload,
     SagaStatus,
@@ -313,6 +315,26 @@ def test_s_start_12_only_first_step_execute_commands_carry_the_payload() -> None
     others = [c for c in commands if c not in firsts]
     assert {c.phase for c in others} == {Phase.EXECUTE, Phase.COMPENSATE}
     assert all(c.payload is None for c in others)
+
+
+@pytest.mark.parametrize("mode", list(QuotaMode))
+def test_s_start_13_a_terminal_instance_returns_its_unit_only_in_flight(mode: QuotaMode) -> None:
+    """N-10: in ``IN_FLIGHT`` mode the transition that completes an instance returns its unit,
+    so the next key starts; in ``ADMITTED`` mode it stays refused. Replays take no unit."""
+    store = attrs.evolve(store_with(ART, quota_limit=1), quota_mode=mode)
+    store, _ = started(store, KEY, "order-1")
+    driver = Driver(store, participants(store))
+    driver.run(always(Decision.SUCCEED))
+    store = driver.store
+    assert store.instances[saga_id_for(KEY.tenant, KEY.workflow, "order-1")].status is SagaStatus.COMPLETED
+    assert store.quota_used[KEY.tenant] == (0 if mode is QuotaMode.IN_FLIGHT else 1)
+    _, replay = start(store, KEY, "order-1")
+    assert isinstance(replay, AlreadyExists)
+    after, outcome = start(store, KEY, "order-2")
+    if mode is QuotaMode.IN_FLIGHT:
+        assert isinstance(outcome, Started) and after.quota_used[KEY.tenant] == 1
+    else:
+        assert outcome == QuotaExhausted(KEY.tenant, 1) and after is store
 
 
 def test_s_start_13_quota_limits_admissions_per_tenant() -> None:
