@@ -52,6 +52,22 @@ def _succeed(_command: object) -> Decision:
     return Decision.SUCCEED
 
 
+def floor_round(
+    producer: ck.Producer, reader: ck.Consumer, topic: str, body: bytes, headers: list[tuple[str, bytes]]
+) -> None:
+    """The raw floor's unit: BATCH records produced and acknowledged, then read and each committed."""
+    for _ in range(BATCH):
+        produce_acknowledged(producer, topic, body, headers, 0)
+    got = 0
+    while got < BATCH:
+        message = reader.poll(5)
+        if message is None or message.error() is not None:
+            continue
+        got += 1
+        tp = ck.TopicPartition(topic, 0, int(message.offset() or 0) + 1)
+        reader.commit(offsets=[tp], asynchronous=False)
+
+
 def kafka_slices(ring: KeyRing, seconds: float) -> tuple[Tally, Tally]:
     """(floor, connector) tallies of one run, counted in messages."""
     bootstrap = kafka_bootstrap()
@@ -72,16 +88,7 @@ def kafka_slices(ring: KeyRing, seconds: float) -> tuple[Tally, Tally]:
     serial = [0]
 
     def floor_batch() -> None:
-        for _ in range(BATCH):
-            produce_acknowledged(producer, floor_topics.commands, body, headers, 0)
-        got = 0
-        while got < BATCH:
-            message = reader.poll(5)
-            if message is None or message.error() is not None:
-                continue
-            got += 1
-            tp = ck.TopicPartition(floor_topics.commands, 0, int(message.offset() or 0) + 1)
-            reader.commit(offsets=[tp], asynchronous=False)
+        floor_round(producer, reader, floor_topics.commands, body, headers)
 
     part = participant(open_memory_saga_backend(new_namespace()))
     consumer = KafkaCommandConsumer(

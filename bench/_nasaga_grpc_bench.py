@@ -23,7 +23,7 @@ import uuid
 from bench._figures import Tally
 from bench._saga_floor import sync_timed_loop
 from impls.nasaga import NasagaHost
-from impls.nasaga._grpc import NasagaGrpcClient, NasagaReceipt, NasagaReceiptKind, Service
+from impls.nasaga._grpc import NasagaGrpcClient, NasagaReceipt, NasagaReceiptKind, Service, open_listeners
 from impls.transport import Pki
 
 SLICES = 4
@@ -84,15 +84,7 @@ def nasaga_grpc_slices(seconds: float) -> tuple[Tally, Tally]:
         host.open_namespace(ns, ["p0"])
         host.publish_definition(ns, DEFINITION)
         host.call("activate_definition", namespace=ns, tenant=TENANT, workflow=WORKFLOW, version=1)
-        opened = host.call(
-            "grpc_open",
-            namespace=ns,
-            server_cert_pem=pki.server.cert.decode(),
-            server_key_pem=pki.server.key.decode(),
-            client_ca_pem=pki.ca.pem.decode(),
-            orchestrator_cert_pem=pki.clients["orchestrator"].cert.decode(),
-            owner_cert_pems={"p0": pki.clients["p0"].cert.decode()},
-        )
+        opened = open_listeners(host, ns, pki, "orchestrator", ("p0",))
         address = f"127.0.0.1:{opened['listeners']['command:p0']}"
         client = NasagaGrpcClient(address, pki.ca.pem, pki.clients["orchestrator"])
         sagas = _Sagas(host, ns)

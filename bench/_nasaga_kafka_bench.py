@@ -22,17 +22,17 @@ from itertools import count
 import confluent_kafka as ck
 
 from bench._figures import Tally
+from bench._kafka_bench import BATCH, floor_round
 from bench._saga_floor import sync_timed_loop
 from bench._workload import new_namespace
 from conformance._machine import SuiteStats
 from conformance.saga import _world as w
 from conformance.saga._nasaga import NasagaRuntime
 from impls.endpoints import kafka_bootstrap
-from impls.transport import KafkaAdmin, KafkaTopics, client_config, produce_acknowledged
+from impls.transport import KafkaAdmin, KafkaTopics, client_config
 from model import saga as m
 
 SLICES = 3
-BATCH = 16
 GROUP = "bench"
 
 
@@ -72,18 +72,7 @@ def nasaga_kafka_slices(seconds: float) -> tuple[Tally, Tally]:
     floor, mine = Tally(), Tally()
 
     def floor_batch() -> None:
-        for _ in range(BATCH):
-            produce_acknowledged(
-                producer, floor_topics.commands, body, [("X-Nasa-Event", b"saga.command")], 0
-            )
-        got = 0
-        while got < BATCH:
-            message = reader.poll(5)
-            if message is None or message.error() is not None:
-                continue
-            got += 1
-            tp = ck.TopicPartition(floor_topics.commands, 0, int(message.offset() or 0) + 1)
-            reader.commit(offsets=[tp], asynchronous=False)
+        floor_round(producer, reader, floor_topics.commands, body, [("X-Nasa-Event", b"saga.command")])
 
     def connector_batch() -> float:
         for _ in range(BATCH):

@@ -42,7 +42,14 @@ from conformance.saga._nasaga_terms import DECISION
 from conformance.saga._port import model_observation, model_participant
 from conformance.transport import _faults as f
 from conformance.transport._base import SagaSideRules, show
-from impls.nasaga._grpc import NasagaAnswer, NasagaGrpcClient, NasagaReceiptKind, Refused, Service
+from impls.nasaga._grpc import (
+    NasagaAnswer,
+    NasagaGrpcClient,
+    NasagaReceiptKind,
+    Refused,
+    Service,
+    open_listeners,
+)
 from impls.transport import Pki, TransportError
 from model import saga as m
 
@@ -101,15 +108,14 @@ class NasagaGrpcMachine(SagaSideRules):
         self.runtime.change_lifecycle(change, now)
         self.pki = pki = _PKI.setdefault(self.context.run_id, Pki.create((w.ORCHESTRATOR, *w.OWNERS)))
         try:
-            opened = self.runtime.host.call(
-                "grpc_open",
-                namespace=self.runtime.ns,
-                server_cert_pem=pki.server.cert.decode(),
-                server_key_pem=pki.server.key.decode(),
-                client_ca_pem=pki.ca.pem.decode(),
-                orchestrator_cert_pem=pki.clients[w.ORCHESTRATOR].cert.decode(),
-                owner_cert_pems={o: pki.clients[o].cert.decode() for o in w.OWNERS},
-                **({"plant": plant} if (plant := getattr(self.context.target, "plant", None)) else {}),
+            plant = getattr(self.context.target, "plant", None)
+            opened = open_listeners(
+                self.runtime.host,
+                self.runtime.ns,
+                pki,
+                w.ORCHESTRATOR,
+                tuple(w.OWNERS),
+                **({"plant": plant} if plant else {}),
             )
         except Exception as exc:
             raise HarnessEnvironmentError(f"nasaga's gRPC listeners did not open: {exc}") from exc

@@ -22,8 +22,9 @@ from typing import Any
 import attrs
 import grpc
 
-from impls.transport import Identity, TransportError
+from impls.transport import MtlsClient, Pki, TransportError
 
+from ._client import NasagaHost
 from ._proto import nasaga_protos
 
 _RETRY = (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED)
@@ -65,23 +66,10 @@ def _keep(_service: Service) -> bool:
 
 
 @attrs.define
-class NasagaGrpcClient:
-    address: str
-    ca_pem: bytes
-    identity: Identity | None
-    retries: int = 3
-    timeout_s: float = 5.0
-    reply_hook: ReplyHook = _keep
-    _channel: Any = None
+class NasagaGrpcClient(MtlsClient):
+    """One producer's channel to a nasaga listener (command or result service)."""
 
-    def __attrs_post_init__(self) -> None:
-        credentials = grpc.ssl_channel_credentials(
-            root_certificates=self.ca_pem,
-            private_key=self.identity.key if self.identity else None,
-            certificate_chain=self.identity.cert if self.identity else None,
-        )
-        options = [("grpc.ssl_target_name_override", "localhost")]
-        self._channel = grpc.secure_channel(self.address, credentials, options=options)
+    reply_hook: ReplyHook = _keep
 
     def deliver(self, service: Service, envelope_json: bytes) -> NasagaAnswer:
         """Send until an answer arrives; raises ``TransportError`` when every try failed."""
@@ -120,5 +108,19 @@ class NasagaGrpcClient:
             return False
         return bool(reply.status == protos.module("health_pb2").HealthCheckResponse.SERVING)
 
-    def close(self) -> None:
-        self._channel.close()
+
+def open_listeners(
+    host: NasagaHost, namespace: str, pki: Pki, orchestrator: str, owners: tuple[str, ...], **extra: Any
+) -> dict[str, Any]:
+    """The host's ``grpc_open`` with the run's certificates: listeners by name, principals."""
+    opened = host.call(
+        "grpc_open",
+        namespace=namespace,
+        server_cert_pem=pki.server.cert.decode(),
+        server_key_pem=pki.server.key.decode(),
+        client_ca_pem=pki.ca.pem.decode(),
+        orchestrator_cert_pem=pki.clients[orchestrator].cert.decode(),
+        owner_cert_pems={o: pki.clients[o].cert.decode() for o in owners},
+        **extra,
+    )
+    return dict(opened)

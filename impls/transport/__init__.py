@@ -12,6 +12,7 @@ from ._grpc import AuthenticatedOnly as AuthenticatedOnly
 from ._grpc import DeliveryServicer as DeliveryServicer
 from ._grpc import GrpcDeliveryClient as GrpcDeliveryClient
 from ._grpc import GrpcListener as GrpcListener
+from ._grpc import MtlsClient as MtlsClient
 from ._grpc import ReplyHook as ReplyHook
 from ._grpc import principal_of as principal_of
 from ._handlers import BusinessCode as BusinessCode

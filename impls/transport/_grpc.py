@@ -204,16 +204,16 @@ def _keep(_method: str, _message_id: str) -> bool:
 
 
 @attrs.define
-class GrpcDeliveryClient:
-    """One producer's channel: its certificate (``None``: none), the run's CA, retries."""
+class MtlsClient:
+    """A producer's channel to one listener: the run's CA, its certificate (``None``: none),
+    how often a call is tried and how long each try may take."""
 
     address: str
     ca_pem: bytes
     identity: Identity | None
     retries: int = 3
     timeout_s: float = 5.0
-    reply_hook: ReplyHook = _keep
-    _channel: Any = None
+    _channel: Any = attrs.field(default=None, init=False)
 
     def __attrs_post_init__(self) -> None:
         credentials = grpc.ssl_channel_credentials(
@@ -221,8 +221,19 @@ class GrpcDeliveryClient:
             private_key=self.identity.key if self.identity else None,
             certificate_chain=self.identity.cert if self.identity else None,
         )
+        # The run's server certificate is issued to "localhost"; clients dial 127.0.0.1.
         options = [("grpc.ssl_target_name_override", "localhost")]
         self._channel = grpc.secure_channel(self.address, credentials, options=options)
+
+    def close(self) -> None:
+        self._channel.close()
+
+
+@attrs.define
+class GrpcDeliveryClient(MtlsClient):
+    """One producer's channel to Ratchet's delivery service."""
+
+    reply_hook: ReplyHook = _keep
 
     def deliver(self, method: str, message_id: str, producer: str, envelope: bytes) -> CallAnswer:
         """Send until a receipt arrives; ``Unauthenticated`` when refused so; raises
@@ -254,6 +265,3 @@ class GrpcDeliveryClient:
             _proto.message("EchoRequest", payload=payload), timeout=self.timeout_s
         )
         return bytes(reply.payload)
-
-    def close(self) -> None:
-        self._channel.close()

@@ -15,7 +15,14 @@ from collections.abc import Iterator
 import pytest
 
 from impls.nasaga import NasagaHost
-from impls.nasaga._grpc import NasagaGrpcClient, NasagaReceipt, NasagaReceiptKind, Refused, Service
+from impls.nasaga._grpc import (
+    NasagaGrpcClient,
+    NasagaReceipt,
+    NasagaReceiptKind,
+    Refused,
+    Service,
+    open_listeners,
+)
 from impls.transport import Identity, Pki, TransportError
 from tests.impls.test_nasaga_findings import TENANT, World, _last, _start, host, world
 
@@ -33,15 +40,7 @@ def pki() -> Pki:
 class Listeners:
     def __init__(self, host: NasagaHost, ns: str, pki: Pki) -> None:
         self.host, self.ns, self.pki = host, ns, pki
-        opened = host.call(
-            "grpc_open",
-            namespace=ns,
-            server_cert_pem=pki.server.cert.decode(),
-            server_key_pem=pki.server.key.decode(),
-            client_ca_pem=pki.ca.pem.decode(),
-            orchestrator_cert_pem=pki.clients["orchestrator"].cert.decode(),
-            owner_cert_pems={o: pki.clients[o].cert.decode() for o in ("p0", "p1")},
-        )
+        opened = open_listeners(host, ns, pki, "orchestrator", ("p0", "p1"))
         self.ports = {str(k): int(v) for k, v in opened["listeners"].items()}
         self.principals = opened["principals"]
         self.opened: list[NasagaGrpcClient] = []
