@@ -54,12 +54,11 @@ def watchdog_seconds() -> float:
 async def bounded(what: str, call: Awaitable[T], context: Witness | None = None) -> T:
     """Await ``call``; past the watchdog's bound, ``BackendLost`` naming ``what``."""
     limit = watchdog_seconds()
-    # ``asyncio.timeout`` runs the call in the caller's task; ``wait_for`` on Python 3.11 wraps it in
-    # a task of its own (one more task and loop turn per backend call, a tenth of an in-memory
-    # suite's CPU). From 3.12 on ``wait_for`` is this very block.
+    # ``wait_for``, not ``asyncio.timeout`` in the caller's task: with the latter a frozen Redis was
+    # once reported as redis-py's own "Timeout reading from socket" instead of the watchdog (a
+    # fresh-clone run; alone it passed twice). The watchdog's verdict must not depend on that race.
     try:
-        async with asyncio.timeout(limit):
-            return await call
+        return await asyncio.wait_for(call, limit)
     except TimeoutError:
         raise lost(
             f"{what} did not return within {limit:g}s (watchdog; RATCHET_WATCHDOG_S)", context
