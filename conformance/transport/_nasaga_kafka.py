@@ -82,7 +82,7 @@ class NasagaKafkaMachine(KafkaChecks):
         details["transport:runtime"] = "nasaga"
         details["transport:connector"] = "nasaga-kafka"
         details[f.STREAMS_ONLY] = "not applicable: a Kafka connector has no pending list"
-        details[f.GRPC_ONLY] = "not applicable: nasaga's gRPC listener is not hosted yet"
+        details[f.GRPC_ONLY] = "not applicable: a Kafka backend (nasaga's gRPC is backend nasaga-grpc)"
         for kind, why in NASAGA_KAFKA_LACKS.items():
             details[f"transport:{kind}"] = f"not applicable: {why}"
         self.now = 0

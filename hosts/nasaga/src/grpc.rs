@@ -25,7 +25,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use nagrpc::{GrpcServerHandle, GrpcTlsIdentity, ManagedGrpcService, ServerPlan};
@@ -33,14 +33,15 @@ use nasaga_core::ServiceIdentity;
 use nasaga_runtime_core::grpc_proto::saga_command_transport_server::SagaCommandTransportServer;
 use nasaga_runtime_core::grpc_proto::saga_result_transport_server::SagaResultTransportServer;
 use nasaga_runtime_core::{
-    HandleOutcome, Orchestrator, ParticipantCommandTrust, SagaGrpcCommandTransportService,
-    SagaGrpcPeerBinding, SagaGrpcResultTransportService, SagaResultEnvelope, SagaResultHandler,
+    HandleOutcome, Orchestrator, SagaGrpcCommandTransportService, SagaGrpcPeerBinding,
+    SagaGrpcResultTransportService, SagaResultEnvelope, SagaResultHandler,
 };
 use serde_json::{json, Value};
 
 use crate::engine::Engine;
 use crate::host::Host;
 use crate::protocol::{bad, Args, HostError};
+use crate::sets::Registry;
 use crate::step::Decision;
 use crate::transport::StreamStep;
 
@@ -71,23 +72,10 @@ struct GrpcSet<E: Engine> {
     results: Arc<CountedResults<E>>,
 }
 
-type Sets = Mutex<BTreeMap<String, Arc<dyn std::any::Any + Send + Sync>>>;
-
-fn sets() -> &'static Sets {
-    static SETS: OnceLock<Sets> = OnceLock::new();
-    SETS.get_or_init(|| Mutex::new(BTreeMap::new()))
-}
+static SETS: Registry = Registry::new("gRPC", "host.no_grpc", "grpc_open first");
 
 fn set_of<E: Engine>(namespace: &str) -> anyhow::Result<Arc<GrpcSet<E>>> {
-    let found = sets()
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(namespace)
-        .cloned()
-        .ok_or_else(|| HostError::new("host.no_grpc", "grpc_open first"))?;
-    found
-        .downcast::<GrpcSet<E>>()
-        .map_err(|_| bad("gRPC set of another engine"))
+    SETS.get::<GrpcSet<E>>(namespace)
 }
 
 fn grpc_error(what: &str, error: impl std::fmt::Display) -> anyhow::Error {
@@ -135,20 +123,7 @@ impl<E: Engine> Host<E> {
     /// (module doc); answers `{listeners: {name: port}, principals: {identity: "sha256:..."}}`.
     pub async fn grpc_open(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let namespace = self.ns(args)?;
-        let mut trusts = Vec::new();
-        for definition in namespace.known.values() {
-            trusts.push(ParticipantCommandTrust::new(
-                namespace.orch_identity.clone(),
-                definition.name().clone(),
-                definition.version(),
-                definition.digest(),
-            )?);
-        }
-        if trusts.is_empty() {
-            return Err(bad(
-                "grpc_open needs a known definition (a participant trusts one)",
-            ));
-        }
+        let trusts = namespace.command_trusts()?;
         // A planted listener bug for the harness's own test (examples/broken_nasaga_grpc.py):
         // the result listeners' TLS asks for no client certificate.
         let asks_none = match args.opt_str("plant")? {
@@ -225,14 +200,8 @@ impl<E: Engine> Host<E> {
             steps,
             results,
         };
-        let previous = sets()
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(namespace.name.clone(), Arc::new(set));
-        if let Some(any) = previous {
-            if let Ok(old) = any.downcast::<GrpcSet<E>>() {
-                shut(&old).await;
-            }
+        if let Some(old) = SETS.insert(namespace.name.clone(), set) {
+            shut(&old).await;
         }
         Ok(json!({"listeners": ports, "principals": principals}))
     }
@@ -282,15 +251,9 @@ impl<E: Engine> Host<E> {
     /// `grpc_close {namespace, grace_ms?}`: drains and stops every listener of the namespace.
     pub async fn grpc_close(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let name = args.str("namespace")?;
-        let found = sets()
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(name);
         let mut stopped = 0;
-        if let Some(any) = found {
-            if let Ok(set) = any.downcast::<GrpcSet<E>>() {
-                stopped = shut(&set).await;
-            }
+        if let Some(set) = SETS.remove::<GrpcSet<E>>(name) {
+            stopped = shut(&set).await;
         }
         Ok(json!({"stopped": stopped}))
     }

@@ -16,7 +16,9 @@ use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 use nasaga_backend::{TimerClaimBatch, TimerFencingTokenIssuer};
 use nasaga_core::{ServiceIdentity, WorkflowDefinition};
-use nasaga_runtime_core::{DefinitionRegistry, Orchestrator, OrchestratorConfig, TenantActionRate};
+use nasaga_runtime_core::{
+    DefinitionRegistry, Orchestrator, OrchestratorConfig, ParticipantCommandTrust, TenantActionRate,
+};
 use serde_json::{json, Value};
 
 use crate::engine::{Engine, Target};
@@ -58,6 +60,28 @@ pub struct Namespace<E: Engine> {
 }
 
 impl<E: Engine> Namespace<E> {
+    /// A participant's trust in the orchestrator's commands, one per definition this host has
+    /// seen; refused when there is none (a participant needs at least one).
+    pub fn command_trusts(&self) -> anyhow::Result<Vec<ParticipantCommandTrust>> {
+        let mut trusts = Vec::new();
+        for definition in self.known.values() {
+            trusts.push(ParticipantCommandTrust::new(
+                self.orch_identity.clone(),
+                definition.name().clone(),
+                definition.version(),
+                definition.digest(),
+            )?);
+        }
+        if trusts.is_empty() {
+            return Err(HostError::new(
+                "host.no_definitions",
+                "no definition is known yet: a participant needs at least one command trust",
+            )
+            .into());
+        }
+        Ok(trusts)
+    }
+
     pub fn owner(&self, owner: &str) -> anyhow::Result<&Role> {
         self.owners.get(owner).ok_or_else(|| {
             HostError::new(

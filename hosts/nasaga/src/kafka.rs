@@ -23,7 +23,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use nafka::{AckMode, ConsumerRuntime, GroupSpec, KafkaProxy, KafkaRecord, SingleConsumer};
@@ -39,7 +39,8 @@ use serde_json::{json, Value};
 use crate::engine::Engine;
 use crate::host::Host;
 use crate::protocol::{bad, Args, HostError};
-use crate::step::{intern, Decision, HarnessStep};
+use crate::sets::Registry;
+use crate::step::{Decision, HarnessStep};
 
 /// What the business code answers for one saga's command: `fail` transient failures, then
 /// `decision`.
@@ -99,17 +100,7 @@ impl<E: Engine> SagaCommandHandler for KafkaStep<E> {
             self.trusts.clone(),
             &self.datasource,
         )?;
-        let step = HarnessStep {
-            decision,
-            code: intern(match decision {
-                Decision::Rejected => "harness_rejected",
-                Decision::Retryable => "harness_retryable",
-                _ => "harness",
-            }),
-            datasource: self.datasource.clone(),
-            calls: &self.calls,
-            record: E::record_effect,
-        };
+        let step = HarnessStep::deciding(decision, &self.datasource, &self.calls, E::record_effect);
         let authenticated = runtime.authenticate(producer)?;
         let result = authenticated.execute(&step, envelope, false).await;
         let outcome = match &result {
@@ -189,21 +180,10 @@ struct KafkaSet<E: Engine> {
     topic: String,
 }
 
-type Sets = Mutex<BTreeMap<String, Arc<dyn std::any::Any + Send + Sync>>>;
-
-fn sets() -> &'static Sets {
-    static SETS: OnceLock<Sets> = OnceLock::new();
-    SETS.get_or_init(|| Mutex::new(BTreeMap::new()))
-}
+static SETS: Registry = Registry::new("kafka", "host.no_kafka", "kafka_open first");
 
 fn set_of<E: Engine>(namespace: &str) -> anyhow::Result<Arc<Mutex<KafkaSet<E>>>> {
-    let found = lock(sets())
-        .get(namespace)
-        .cloned()
-        .ok_or_else(|| HostError::new("host.no_kafka", "kafka_open first"))?;
-    found
-        .downcast::<Mutex<KafkaSet<E>>>()
-        .map_err(|_| bad("kafka set of another engine"))
+    SETS.get::<Mutex<KafkaSet<E>>>(namespace)
 }
 
 /// Publishes each command event to the owner's topic, keyed by its saga (the partition is the
@@ -351,7 +331,7 @@ impl<E: Engine> Host<E> {
             step,
             topic,
         };
-        lock(sets()).insert(namespace.name.clone(), Arc::new(Mutex::new(set)));
+        SETS.insert(namespace.name.clone(), Mutex::new(set));
         Ok(json!({"groups": groups}))
     }
 
@@ -423,16 +403,13 @@ impl<E: Engine> Host<E> {
     /// committed, producers flushed), the set forgotten.
     pub async fn kafka_close(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let name = args.str("namespace")?;
-        let found = lock(sets()).remove(name);
-        if let Some(any) = found {
-            if let Ok(set) = any.downcast::<Mutex<KafkaSet<E>>>() {
-                let (proxy, consumers) = {
-                    let mut guard = lock(&set);
-                    (guard.proxy.clone(), guard.consumers.take())
-                };
-                drop(consumers);
-                let _ = proxy.shutdown().await;
-            }
+        if let Some(set) = SETS.remove::<Mutex<KafkaSet<E>>>(name) {
+            let (proxy, consumers) = {
+                let mut guard = lock(&set);
+                (guard.proxy.clone(), guard.consumers.take())
+            };
+            drop(consumers);
+            let _ = proxy.shutdown().await;
         }
         Ok(json!({"closed": true}))
     }

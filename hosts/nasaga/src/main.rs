@@ -17,6 +17,7 @@ mod metrics;
 mod ops;
 mod protocol;
 mod readback;
+mod sets; // the connector sets kept per namespace
 mod step;
 mod transport;
 mod versions;

@@ -88,6 +88,30 @@ pub struct HarnessStep<'a> {
     pub record: fn(String, EffectRecord) -> BoxFut<'static, anyhow::Result<()>>,
 }
 
+impl<'a> HarnessStep<'a> {
+    /// A connector's business code: answers `decision`, under the reason code the harness reads
+    /// back for it (the saga ops pass their own codes).
+    pub fn deciding(
+        decision: Decision,
+        datasource: &str,
+        calls: &'a AtomicU32,
+        record: fn(String, EffectRecord) -> BoxFut<'static, anyhow::Result<()>>,
+    ) -> Self {
+        let code = match decision {
+            Decision::Rejected => "harness_rejected",
+            Decision::Retryable => "harness_retryable",
+            _ => "harness",
+        };
+        Self {
+            decision,
+            code: intern(code),
+            datasource: datasource.to_owned(),
+            calls,
+            record,
+        }
+    }
+}
+
 impl HarnessStep<'_> {
     async fn effect(&self, context: &SagaContext) -> Result<(), SagaExecutionError> {
         self.calls.fetch_add(1, Ordering::SeqCst);

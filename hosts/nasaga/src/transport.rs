@@ -17,7 +17,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 
 use nadis::client::RedisClient;
 use naoutbox_core::{OutboxEvent, OutboxPublishError, OutboxPublisher};
@@ -33,7 +33,8 @@ use serde_json::{json, Value};
 use crate::engine::Engine;
 use crate::host::Host;
 use crate::protocol::{bad, Args, HostError};
-use crate::step::{intern, Decision, HarnessStep};
+use crate::sets::Registry;
+use crate::step::{Decision, HarnessStep};
 
 /// The harness's step behind a stream consumer or a gRPC command listener (`grpc.rs`): what it
 /// answers is set before each poll or call.
@@ -61,17 +62,7 @@ impl<E: Engine> SagaCommandHandler for StreamStep<E> {
             self.trusts.clone(),
             &self.datasource,
         )?;
-        let step = HarnessStep {
-            decision,
-            code: intern(match decision {
-                Decision::Rejected => "harness_rejected",
-                Decision::Retryable => "harness_retryable",
-                _ => "harness",
-            }),
-            datasource: self.datasource.clone(),
-            calls: &self.calls,
-            record: E::record_effect,
-        };
+        let step = HarnessStep::deciding(decision, &self.datasource, &self.calls, E::record_effect);
         let authenticated = runtime.authenticate(producer)?;
         match envelope.phase.as_str() {
             "compensate" => authenticated.compensate(&step, envelope).await,
@@ -99,23 +90,10 @@ struct StreamSet<E: Engine> {
     marker: String,
 }
 
-type Sets = Mutex<BTreeMap<String, Arc<dyn std::any::Any + Send + Sync>>>;
-
-fn sets() -> &'static Sets {
-    static SETS: OnceLock<Sets> = OnceLock::new();
-    SETS.get_or_init(|| Mutex::new(BTreeMap::new()))
-}
+static SETS: Registry = Registry::new("stream", "host.no_streams", "stream_open first");
 
 fn set_of<E: Engine>(namespace: &str) -> anyhow::Result<Arc<StreamSet<E>>> {
-    let found = sets()
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .get(namespace)
-        .cloned()
-        .ok_or_else(|| HostError::new("host.no_streams", "stream_open first"))?;
-    found
-        .downcast::<StreamSet<E>>()
-        .map_err(|_| bad("stream set of another engine"))
+    SETS.get::<StreamSet<E>>(namespace)
 }
 
 fn hex_key(value: &Value) -> anyhow::Result<Vec<u8>> {
@@ -285,10 +263,7 @@ impl<E: Engine> Host<E> {
             steps,
             marker: format!("nasa:protocol:ratchet-{}", namespace.name),
         };
-        sets()
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(namespace.name.clone(), Arc::new(set));
+        SETS.insert(namespace.name.clone(), set);
         Ok(json!({"streams": streams}))
     }
 
@@ -374,17 +349,11 @@ impl<E: Engine> Host<E> {
     /// harness deletes its streams).
     pub async fn stream_close(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let name = args.str("namespace")?;
-        let found = sets()
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .remove(name);
-        if let Some(any) = found {
-            if let Ok(set) = any.downcast::<StreamSet<E>>() {
-                let mut del = redis::cmd("DEL");
-                del.arg(&set.marker);
-                let _: Result<i64, _> = set.client.execute_raw(&del).await;
-                set.client.shutdown().await;
-            }
+        if let Some(set) = SETS.remove::<StreamSet<E>>(name) {
+            let mut del = redis::cmd("DEL");
+            del.arg(&set.marker);
+            let _: Result<i64, _> = set.client.execute_raw(&del).await;
+            set.client.shutdown().await;
         }
         Ok(json!({"closed": true}))
     }

@@ -9,8 +9,8 @@ use nasaga_core::{
     TenantId, TriggerKind, WorkflowDefinition, WorkflowName,
 };
 use nasaga_runtime_core::{
-    HandleOutcome, ParticipantCommandTrust, ParticipantHandled, ParticipantRuntime,
-    SagaCommandEnvelope, SagaResultEnvelope, StartOutcome, StartSagaRequest,
+    HandleOutcome, ParticipantHandled, ParticipantRuntime, SagaCommandEnvelope, SagaResultEnvelope,
+    StartOutcome, StartSagaRequest,
 };
 use serde_json::{json, Value};
 
@@ -280,22 +280,7 @@ impl<E: Engine> Host<E> {
         )
         .map_err(convert::contract)?;
 
-        let mut trusts = Vec::new();
-        for definition in namespace.known.values() {
-            trusts.push(ParticipantCommandTrust::new(
-                namespace.orch_identity.clone(),
-                definition.name().clone(),
-                definition.version(),
-                definition.digest(),
-            )?);
-        }
-        if trusts.is_empty() {
-            return Err(HostError::new(
-                "host.no_definitions",
-                "no definition is known yet: a participant needs at least one command trust",
-            )
-            .into());
-        }
+        let trusts = namespace.command_trusts()?;
         let runtime =
             ParticipantRuntime::<E::Backend>::with_datasource(owner, trusts, &role.datasource)?;
         let step_def = definition_for(namespace, &envelope.definition_digest).and_then(|d| {
