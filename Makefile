@@ -158,7 +158,7 @@ nasaga-host:
 
 # The saga suite on the real nasaga runtime (PostgreSQL) and the transport suite on nasaga's Redis
 # Streams connector (12 examples under ci, about a minute), gRPC transport (8, about 40 s) and
-# Kafka command consumer (6, about a minute, on the broker before conformance-kafka restarts it),
+# Kafka command consumer (10, about 80 s, on the broker before conformance-kafka restarts it),
 # in its host; one run, one report.
 # nasaga-mysql is left out: nasaga cannot run on MariaDB (docs/nasaga-findings.md, N-02).
 conformance-nasaga: venv nasaga-host
