@@ -25,7 +25,7 @@
 use std::collections::BTreeMap;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use nagrpc::{GrpcServerHandle, GrpcTlsIdentity, ManagedGrpcService, ServerPlan};
@@ -153,14 +153,11 @@ impl<E: Engine> Host<E> {
                 .ok_or_else(|| bad("a certificate is PEM text"))?;
             let owner_principal = principal(pem)?;
             let identity_of_owner = ServiceIdentity::new(owner)?;
-            let step = Arc::new(StreamStep::<E> {
-                owner: owner.clone(),
-                datasource: role.datasource.clone(),
-                trusts: trusts.clone(),
-                decision: Mutex::new(Decision::Succeeded),
-                calls: AtomicU32::new(0),
-                _engine: std::marker::PhantomData,
-            });
+            let step = Arc::new(StreamStep::<E>::new(
+                owner,
+                &role.datasource,
+                trusts.clone(),
+            ));
             let commands = SagaGrpcCommandTransportService::new(
                 Arc::clone(&step),
                 SagaGrpcPeerBinding::new(

@@ -47,6 +47,20 @@ pub struct StreamStep<E: Engine> {
     pub _engine: std::marker::PhantomData<fn() -> E>,
 }
 
+impl<E: Engine> StreamStep<E> {
+    /// The owner's business step behind a connector: succeeds until the harness decides otherwise.
+    pub fn new(owner: &str, datasource: &str, trusts: Vec<ParticipantCommandTrust>) -> Self {
+        Self {
+            owner: owner.to_owned(),
+            datasource: datasource.to_owned(),
+            trusts,
+            decision: Mutex::new(Decision::Succeeded),
+            calls: AtomicU32::new(0),
+            _engine: std::marker::PhantomData,
+        }
+    }
+}
+
 impl<E: Engine> SagaCommandHandler for StreamStep<E> {
     async fn handle_authenticated_command(
         &self,
@@ -193,14 +207,11 @@ impl<E: Engine> Host<E> {
             let base = format!("{prefix}:{{{owner}}}");
             let stream = format!("{base}:cmd");
             let dlt = format!("{base}:dlt");
-            let handler = Arc::new(StreamStep::<E> {
-                owner: owner.clone(),
-                datasource: role.datasource.clone(),
-                trusts: trusts.clone(),
-                decision: Mutex::new(Decision::Succeeded),
-                calls: AtomicU32::new(0),
-                _engine: std::marker::PhantomData,
-            });
+            let handler = Arc::new(StreamStep::<E>::new(
+                &owner,
+                &role.datasource,
+                trusts.clone(),
+            ));
             let publisher = SagaRedisStreamPublisher::new(
                 Arc::clone(&client),
                 BTreeMap::from([(COMMAND_EVENT_TYPE.to_owned(), stream.clone())]),
