@@ -211,6 +211,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.program: list[Step] = []
         self.trace: list[str] = []  # what the system under test was asked in the current step
         self.failed = False
+        self.cut_short = False  # a step was stopped before it ran (budget, signal, peer)
         self.context.stats.examples += 1
         self.context.example_reached = set()
         self._last_progress = 0
@@ -260,7 +261,9 @@ class ConformanceMachine(RuleBasedStateMachine):
         finished = False
         try:
             # An interrupted example did not finish: its end checks would judge half a program.
-            if not self.failed and _signals.pending() is None and not self.context.budget_spent:
+            # (A shrink stopped by its budget, or a peer's claim, cuts an example short too.)
+            stopped = self.cut_short or _signals.pending() is not None or self.context.budget_spent
+            if not self.failed and not stopped:
                 self.trace = []
                 try:
                     self.at_quiescence()
@@ -303,8 +306,12 @@ def step(function: F) -> F:
     @functools.wraps(function)
     def recorded(self: ConformanceMachine, **kwargs: Any) -> Any:
         # Between steps no backend call is in flight: the one safe place to stop (_signals).
-        _signals.check()
-        self.context.check_budget()
+        try:
+            _signals.check()
+            self.context.check_budget()
+        except BaseException:
+            self.cut_short = True  # the program did not run to its end: no quiescence checks
+            raise
         self.program.append(Step(name, {k: _json(v) for k, v in kwargs.items()}))
         stats = self.context.stats
         stats.steps += 1
