@@ -42,7 +42,7 @@ from typing import Any
 
 import confluent_kafka as ck
 from hypothesis import strategies as st
-from hypothesis.stateful import rule
+from hypothesis.stateful import initialize, rule
 
 from conformance._faults import FaultKind
 from conformance._machine import step
@@ -73,6 +73,13 @@ from impls.nasaga import HostFailure, NasagaHostError
 from impls.transport import DeadLetterReader, KafkaAdmin, KafkaTopics, TransportError
 from impls.transport._kafka_records import client_config, produce_acknowledged
 from model import saga as m
+
+#: A plan for each of up to five pending sagas: a decision, then how many transient failures first.
+PLANS = st.lists(
+    st.tuples(st.sampled_from(["succeed", "succeed", "reject", "exhaust"]), st.integers(0, 2)),
+    min_size=5,
+    max_size=5,
+)
 
 
 class NasagaKafkaMachine(KafkaChecks):
@@ -212,14 +219,18 @@ class NasagaKafkaMachine(KafkaChecks):
                 {"expected": repr([c.command_id for c in actual]), "actual": repr(published)},
             )
 
-    @rule(
-        choices=st.lists(
-            st.tuples(st.sampled_from(["succeed", "succeed", "reject", "exhaust"]), st.integers(0, 2)),
-            min_size=5,
-            max_size=5,
-        ),
-        kill=st.booleans(),
-    )
+    @initialize(key=st.integers(0, 2), choices=PLANS)
+    def first_start(self, key: int, choices: list[Plan] | None = None) -> None:
+        """Every example opens the same way, through recorded rules (so its program replays as
+        it ran): a saga started, the outbox published with a drawn plan, then the directed walk.
+        Hypothesis's swarm testing switches rules off per example, and with a handful of examples
+        a rule or the walk went unrun in a fixed-seed run (final11, final12); here each is reached
+        in every example by construction (issue 19, item 4)."""
+        self.start(key=key)
+        self.publish_planned(choices=choices or [], kill=False)
+        self.kafka_walk()
+
+    @rule(choices=PLANS, kill=st.booleans())
     @step
     def publish_planned(self, choices: list[Plan], kill: bool) -> None:
         """The outbox published with a plan per saga: fail transiently, then succeed or reject;
@@ -297,12 +308,12 @@ class NasagaKafkaMachine(KafkaChecks):
         self.sent[at] = Sent(*at, "", how, payload)
         self._settle({})
 
-    @rule()
     @step
     def kafka_walk(self) -> None:
-        """Directed, once per example (as ``stream_walk`` on Redis Streams): a slow partition
-        beside a healthy one, a copy of a published command, each kind of planted record, and the
-        host killed after a COMMIT; through the rules' own bodies, checks between them."""
+        """Directed, once per example from ``first_start`` (as ``stream_walk`` on Redis Streams):
+        a slow partition beside a healthy one, a copy of a published command, each kind of planted
+        record, and the host killed after a COMMIT; through the rules' own bodies, checks between
+        them."""
         if self.walked:
             return
         self.walked = True
