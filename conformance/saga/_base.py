@@ -62,6 +62,7 @@ class SagaMachineBase(ConformanceMachine):
         self.model = m.OrchestratorStore(
             trusted_producers=frozenset(w.OWNERS),
             quota_limit=w.QUOTA_LIMIT if self.caps.quota else None,
+            quota_mode=m.QuotaMode.IN_FLIGHT if self.caps.quota_in_flight else m.QuotaMode.ADMITTED,
             operation_scope=m.OperationScope.SAGA
             if self.caps.operation_ids_per_saga
             else m.OperationScope.FAMILY,

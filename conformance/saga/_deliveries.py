@@ -15,6 +15,12 @@ from conformance.saga._forged_commands import ForgedCommandRules
 from model import saga as m
 
 DECISIONS = {d.value: d for d in m.Decision}
+#: The decision that makes a participant answer what its gate already recorded.
+REPLAYED = {
+    m.ResultKind.SUCCEEDED: m.Decision.SUCCEED,
+    m.ResultKind.REJECTED: m.Decision.REJECT,
+    m.ResultKind.UNKNOWN: m.Decision.UNKNOWN,
+}
 decisions = st.sampled_from(["succeed"] * 3 + ["reject", "unknown", "unknown", "transient_failure"])
 # Faults drawn as arguments of the delivery rules too, not only as rules of their own: swarm
 # testing switches whole rules off for an example, and the delivery rules are the ones that
@@ -45,6 +51,24 @@ class DeliveryRules(ForgedCommandRules):
             self.runtime.mark_command_published(command.command_id)
             self.undo_if_refused()  # still unpublished: the next relay publishes it again
 
+    def _compensation_answer(self, command: m.CommandEnvelope, chosen: m.Decision) -> m.Decision:
+        """What a compensation is answered where the runtime differs from the model (N-09).
+
+        A runtime without ``unconfirmed_compensations`` cannot leave one unknown (nasaga resolves
+        it in the compensating direction): it is answered as succeeded. One without
+        ``gate_replays_retried_compensations`` reopens a refused compensation that the operator
+        retried and runs it again (nasaga, under the retry's recovery operation): it is answered
+        with the verdict the model's gate replays (S-PART-03), the reopening being out of scope
+        (docs/nasaga-findings.md N-09, N-17)."""
+        if command.phase is not m.Phase.COMPENSATE:
+            return chosen
+        if chosen is m.Decision.UNKNOWN and not self.caps.unconfirmed_compensations:
+            chosen = m.Decision.SUCCEED
+        record = self.model_parts[command.owner].gate.get(command.effect_id)
+        if record is not None and not self.caps.gate_replays_retried_compensations:
+            chosen = REPLAYED[record.kind]
+        return chosen
+
     @rule(index=indexes, decision=decisions, fate=fates, ack_lost=st.booleans(), relay=relays)
     @step
     def deliver_command(
@@ -56,10 +80,7 @@ class DeliveryRules(ForgedCommandRules):
         position = self._pick(index, len(self.wire.commands))
         command = self.wire.commands[position]
         owner = command.owner
-        chosen = DECISIONS[decision]
-        unconfirmed = chosen in (m.Decision.REJECT, m.Decision.UNKNOWN)
-        if unconfirmed and command.phase is m.Phase.COMPENSATE and not self.caps.unconfirmed_compensations:
-            chosen = m.Decision.SUCCEED  # the runtime cannot leave a compensation unconfirmed (N-09)
+        chosen = self._compensation_answer(command, DECISIONS[decision])
         if chosen is m.Decision.UNKNOWN:
             if self._allows(EFFECT_UNCERTAIN):
                 self.context.inject(EFFECT_UNCERTAIN.name)

@@ -88,6 +88,8 @@ class ManagementRules(SagaMachineBase):
         self.expect(rule_id, expected, actual)
         if isinstance(expected, m.ManagementApplied):
             self.context.reach(f"manage:{request.action.value}:applied")
+        elif isinstance(expected, m.RolledBack) and request.action is m.ManagementAction.MANUAL_CLOSE:
+            self.context.reach("manage:manual_close:not-committed")
         else:
             self.context.reach(f"manage:{type(expected).__name__}")
         return expected
@@ -144,17 +146,23 @@ class ManagementRules(SagaMachineBase):
             expectation,
             self.now,
         )
-        if not self._closable(request):
+        if self._close_cannot_commit(request):
+            self._manage(attrs.evolve(request, commit=m.CommitFate.ROLLED_BACK), expect)
             return
         self._manage(attrs.evolve(request, commit=self._set_fate(fate)), expect)
 
-    def _closable(self, request: m.Manage) -> bool:
-        """False for a close the model would apply on a runtime whose close cannot commit
-        (``RuntimeCapabilities.manual_close``, finding N-01); its refusals are still asked for."""
+    def _close_cannot_commit(self, request: m.Manage) -> bool:
+        """True for a close the model would apply on a runtime whose close never commits
+        (``RuntimeCapabilities.manual_close`` off: finding N-01, nasaga-pgsql's guard cannot decode
+        its own ``EXISTS``). Such a close is still asked for, with the model told its unit rolls
+        back: the runtime must run every check before the write (permission, tenant, replay,
+        expectation, status, all compared on the refusals), then answer "not committed" and leave
+        everything as it was: the instance in manual intervention, no operation or audit row (the
+        after-step read-back, S-TX-01, S-MGT-09). Its refusals are asked for like any other."""
         if request.action is not m.ManagementAction.MANUAL_CLOSE or self.caps.manual_close:
-            return True
+            return False
         _, probe = m.manage(self.model, request)
-        return not isinstance(probe, m.ManagementApplied)
+        return isinstance(probe, m.ManagementApplied)
 
     def query_sagas(self, kind: str, index: int, who: str) -> None:
         """The business query API vs the model (S-MGT-09, S-MGT-10)."""
@@ -226,8 +234,11 @@ class ManagementRules(SagaMachineBase):
             request = m.Manage(
                 action, OPERATOR, instance.definition.tenant, saga_id, operation_id, now_ms=self.now
             )
-            if not self._closable(request):
-                continue  # it stays awaiting manual intervention: settled (S-STEP-07)
+            if self._close_cannot_commit(request):
+                # Asked, and rolled back (N-01): it stays awaiting manual intervention, settled
+                # (S-STEP-07).
+                self._manage(attrs.evolve(request, commit=m.CommitFate.ROLLED_BACK))
+                continue
             if isinstance(self._manage(request), m.ManagementApplied):
                 applied.append(request)
         if applied:

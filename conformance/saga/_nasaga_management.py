@@ -18,8 +18,10 @@ APIs (``hosts/nasaga/src/ops/manage.rs``). What differs from Ratchet's runtime i
   know whether a next one exists (nasaga returns no cursor).
 
 A manual close cannot commit on PostgreSQL (finding N-01): the capability ``manual_close`` is off
-there, so the machine never asks for a close the model would apply; every refusal of one is still
-drawn (docs/nasaga-findings.md N-17, N-21).
+there, so a close the model would apply is asked for with the model told it rolls back; nasaga's
+``backend.retryable`` answer is the model's ``RolledBack`` (``Seen("not-committed")``) and the
+read-back must show nothing changed. Every refusal of a close is drawn as well
+(docs/nasaga-findings.md N-01, N-17, N-21).
 """
 
 from __future__ import annotations
@@ -30,6 +32,11 @@ from conformance._violations import Violation
 from conformance.saga._nasaga_terms import MANAGEMENT_REFUSALS, STATUS, STATUS_NAMES, Seen
 from impls.nasaga import NasagaHost, NasagaHostError
 from model import saga as m
+
+#: A recovery action as nasaga names it in its management audit, where it differs from the model.
+AUDITED_AS = {
+    "retry_frozen_compensation": m.ManagementAction.RETRY_COMPENSATION.value
+}  # rt/orchestrator.rs:2016
 
 
 class _Port(Protocol):
@@ -67,6 +74,11 @@ class NasagaManagement:
             f"manage {request.action.value} {request.saga_id}",
             lambda extra: self.host.call("manage", **args, **extra),
         )
+        if refused == "backend.retryable":
+            # nasaga's ``SagaBackendError::Retryable``: the action's transaction rolled back and
+            # nothing of it applied — the model's ``RolledBack``, which it expects of a close only
+            # where that close cannot commit (N-01); anywhere else the names differ.
+            return Seen("not-committed")
         if refused is not None:
             return Seen(MANAGEMENT_REFUSALS.get(refused, refused))
         return Seen("managed", (request.action.value,))
@@ -115,7 +127,7 @@ class NasagaManagement:
             f"{'pause' if c['to'] == 'PAUSED' else 'resume'} {c['operation_id']} {c['actor']} {c['reason']}"
             for c in sorted(body["controls"], key=lambda c: int(c["control_seq"]))
         ] + [
-            f"{o['action']} {o['operation_id']} {o['actor']} {o['reason']}"
+            f"{AUDITED_AS.get(o['action'], o['action'])} {o['operation_id']} {o['actor']} {o['reason']}"
             for o in body["management_operations"]
         ]
         return Seen("audit", tuple(shown))

@@ -29,7 +29,9 @@ CAPABILITIES = RuntimeCapabilities(
     joined_starts=False,
     raw_route_rows=False,
     routes=False,
-    quota=False,  # nasaga counts sagas in flight, the model admitted starts (finding N-10)
+    # nasaga's quota counts sagas in flight (finding N-10): the model is told so; each tenant's
+    # ledger is initialized by nasaga's own reconciliation when the namespace opens
+    quota_in_flight=True,
     timers=False,  # execute is never re-dispatched after a timeout (finding N-03)
     retirement=False,  # any instance blocks retirement, terminal ones too (finding N-11)
     instance_release=False,
@@ -47,10 +49,13 @@ CAPABILITIES = RuntimeCapabilities(
     # Pause/resume are ported (``_nasaga_management``); the resolve budget is the model's count of
     # polls, given to nasaga as ``resolve_max_attempts`` (``namespace_config``, finding N-21).
     management=True,
-    # no rejected compensation (N-09); an unknown one is resolved in the compensating direction
+    # an unknown compensation is resolved in the compensating direction (not modelled); a
+    # rejected one is sent as ``halted`` (N-09), and a retried one is reopened, then answered as
+    # the model's gate replays it
     unconfirmed_compensations=False,
+    gate_replays_retried_compensations=False,
     operation_ids_per_saga=False,  # control and recovery operations are two ledgers (N-22)
-    manual_close=False,  # a close never commits on PostgreSQL (finding N-01); its refusals are drawn
+    manual_close=False,  # a close never commits on PostgreSQL (N-01): asked, it must roll back whole
     host_crash=True,  # the host is killed at its crash points and resumed (_nasaga_crash)
     timer_race=True,  # two hosts race real timers on a namespace of their own (_nasaga_race)
 )
@@ -64,6 +69,8 @@ def namespace_config() -> dict[str, Any]:
     the model counts polls per step (``_instance.plan``), so both stop after the same poll
     (finding N-21). It is one number per orchestrator, so every resolving step of the world must
     declare the same budget. ``enable_manual_close`` lets the operator close (S-MGT-08; N-01).
+    ``tenant_quotas`` caps every tenant of the world at the model's ``QUOTA_LIMIT`` (nasaga leaves
+    an unlisted tenant uncapped, the model caps each; S-START-13, finding N-10).
     """
     budgets = {
         step.resolve_budget
@@ -73,7 +80,16 @@ def namespace_config() -> dict[str, Any]:
     }
     if len(budgets) != 1:
         raise ValueError(f"nasaga has one resolve budget per orchestrator; the world declares {budgets}")
-    return {"resolve_max_attempts": budgets.pop(), "enable_manual_close": True}
+    return {
+        "resolve_max_attempts": budgets.pop(),
+        "enable_manual_close": True,
+        "tenant_quotas": {tenant: w.QUOTA_LIMIT for tenant in quota_tenants()},
+    }
+
+
+def quota_tenants() -> tuple[str, ...]:
+    """The tenants the world starts sagas for, each capped (``namespace_config``)."""
+    return tuple(sorted({key.tenant for key, _ in w.DEFINITIONS.values()}))
 
 
 #: What this port does not compare, and why.
@@ -114,6 +130,25 @@ DECISION = {
     m.Decision.UNKNOWN: "unknown",
     m.Decision.TRANSIENT_FAILURE: "retryable",
 }
+
+
+def decision_for(phase: m.Phase, decision: m.Decision) -> str:
+    """The host's answer for a model decision. nasaga's compensation cannot be rejected; its
+    refusal is ``halted`` (``CompensationOutcome``, ``core/outcome.rs:72-85``), which ends in
+    manual intervention as the model's rejected compensation does (S-STEP-06, finding N-09)."""
+    if phase is m.Phase.COMPENSATE and decision is m.Decision.REJECT:
+        return "halted"
+    return DECISION[decision]
+
+
+def kind_of(phase: m.Phase, status: str) -> m.ResultKind | None:
+    """A result status as the model names it; a halted compensation is the model's rejected one
+    (``decision_for``, N-09)."""
+    if phase is m.Phase.COMPENSATE and status == "HALTED":
+        return m.ResultKind.REJECTED
+    return KIND.get(status)
+
+
 #: nasaga's closed refusals of a start, as the model names them.
 START_REFUSALS = {
     "start.definition_inactive": "DefinitionNotStartable",
@@ -335,7 +370,7 @@ def result_of(
     envelope: Mapping[str, Any], artifacts: Mapping[m.DefinitionKey, m.DefinitionArtifact]
 ) -> m.ResultEnvelope:
     command = command_of({**envelope, "payload": None}, artifacts)
-    kind = KIND.get(str(envelope["status"]))
+    kind = kind_of(command.phase, str(envelope["status"]))
     if kind is None:
         raise Violation(
             "S-PART-01",

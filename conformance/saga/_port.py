@@ -41,6 +41,10 @@ class RuntimeCapabilities:
     routes: bool = True
     #: The orchestrator's per-tenant start quota is the harness's (S-START-13).
     quota: bool = True
+    #: The quota holds instances in flight (``QuotaMode.IN_FLIGHT``: the transition that makes an
+    #: instance terminal returns its unit) rather than every start ever admitted; the seed is
+    #: silent on release (finding N-10), so the model is told which, never a looser check.
+    quota_in_flight: bool = False
     #: Timer workers claim, fire, renew and release one timer by id with the harness's tokens.
     timers: bool = True
     #: A command delivered to a participant is sent as the harness changed it (digest, identities,
@@ -61,11 +65,17 @@ class RuntimeCapabilities:
     #: (S-PART-04). nasaga's leaves that to its transports (seed: 重试耗尽只进入 DLT, the Transport
     #: table); without it a failing command stays redeliverable, as the model is then told.
     dead_letters: bool = True
-    #: A compensation can be answered rejected or unknown and then awaits manual intervention,
-    #: as the model has it (S-STEP-06), so ``retry_compensation`` can follow (S-MGT-07). nasaga has
-    #: no rejected compensation (N-09) and resolves an unknown one in the compensating direction:
-    #: without it a compensation is answered as it succeeded.
+    #: A compensation can be answered unknown and then awaits manual intervention, as the model
+    #: has it (S-STEP-06). nasaga resolves an unknown one in the compensating direction (not
+    #: modelled): without it such a compensation is answered as it succeeded. A *rejected* one is
+    #: drawn on every runtime (nasaga's nearest answer, ``halted``, N-09), so ``retry_compensation``
+    #: can follow (S-MGT-07).
     unconfirmed_compensations: bool = True
+    #: A compensation the operator retried meets the participant's gate, which answers it from its
+    #: record (S-PART-03). nasaga reopens a halted compensation under the retry's recovery
+    #: operation and runs it again (N-09): without it the reopened compensation is answered with
+    #: the verdict the model's gate replays (the reopening is out of scope, N-17).
+    gate_replays_retried_compensations: bool = True
     #: An operation id is bound once per saga, across every action (S-MGT-03). nasaga keeps its
     #: control operations (pause, resume) and its recovery operations apart (finding N-22): the
     #: model is then told ``OperationScope.FAMILY``, never a looser check.
@@ -75,7 +85,8 @@ class RuntimeCapabilities:
     #: Retry compensation, retry resolution and manual close are driven (S-MGT-06..08).
     recovery_actions: bool = True
     #: A manual close the model applies commits (S-MGT-08). nasaga-pgsql's never does (finding
-    #: N-01): without it the machine asks for no close the model would apply, only refused ones.
+    #: N-01): without it such a close is still asked for, the model told that its unit rolls back,
+    #: so the runtime must refuse nothing the model accepts and leave every row as it was.
     manual_close: bool = True
     #: The business query API (get, list, audit trail) is read back (S-MGT-09, S-MGT-10).
     business_queries: bool = True

@@ -72,6 +72,9 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
         targets[f"forged-command:{how}"] = f"no command forged by {how} was refused (S-PART-05)"
     targets.update(OBSERVABILITY_TARGETS)
     lacks = set(filter(None, stats.details.get("runtime-lacks", "").split(",")))
+    if "manual_close" in lacks and not lacks & {"management", "recovery_actions"}:
+        # A close that cannot commit (N-01) is still asked for, and must roll back whole.
+        targets["manage:manual_close:not-committed"] = "no close the model applies was asked for (N-01)"
     return {t: why for t, why in targets.items() if not lacks & REQUIRES.get(t, set())}
 
 
@@ -93,7 +96,7 @@ REQUIRES: Mapping[str, set[str]] = {
             "manage:ManagementPrecondition",
         )
     },
-    "manage:retry_compensation:applied": {"management", "recovery_actions", "unconfirmed_compensations"},
+    "manage:retry_compensation:applied": {"management", "recovery_actions"},
     "manage:retry_resolution:applied": {"management", "recovery_actions"},
     "manage:manual_close:applied": {"management", "recovery_actions", "manual_close"},
     "query:audit-with-records": {"management", "business_queries"},

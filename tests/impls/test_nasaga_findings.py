@@ -489,9 +489,9 @@ def test_n10_the_tenant_quota_counts_sagas_in_flight(host: NasagaHost, world: Wo
     assert uninitialized.code == "backend.infrastructure"
     assert "tenant quota ledger is not initialized" in uninitialized.message
     assert _sql(ns, "SELECT count(*) FROM saga_tenant_quota") == [(0,)]  # the refusal rolled back
-    # What nasaga's reconcile_tenant_quota writes for a tenant with nothing in flight (no host op).
-    insert = "INSERT INTO saga_tenant_quota (tenant_id, in_flight, initialized) VALUES (%s, 0, TRUE)"
-    assert _sql(ns, insert, TENANT) == 1
+    # The operator's reconciliation (nasaga's own, the host's op) initializes the ledger.
+    assert host.call("reconcile_tenant_quota", namespace=ns, tenant=TENANT) == {"in_flight": 0}
+    assert _sql(ns, "SELECT in_flight, initialized FROM saga_tenant_quota") == [(0, True)]
     assert _start(host, ns, "s1").outcome == "started"
     assert host.call("tenant_quota_usage", namespace=ns, tenant=TENANT) == {"in_flight": 1}
     assert _refused(lambda: _start(host, ns, "s2")).code == "start.tenant_quota_exceeded"
@@ -502,6 +502,8 @@ def test_n10_the_tenant_quota_counts_sagas_in_flight(host: NasagaHost, world: Wo
     assert _start(host, ns, "s2").outcome == "started"
     assert _start(host, ns, "s1").outcome == "already_exists"
     assert host.call("tenant_quota_usage", namespace=ns, tenant=TENANT) == {"in_flight": 1}
+    # A reconciliation counts what is in flight (s2) and leaves the ledger as it was.
+    assert host.call("reconcile_tenant_quota", namespace=ns, tenant=TENANT) == {"in_flight": 1}
 
 
 def _completed_and_deprecated(host: NasagaHost, world: World) -> tuple[str, dict[str, Any]]:

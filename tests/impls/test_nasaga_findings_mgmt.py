@@ -120,3 +120,32 @@ def test_n22_control_and_recovery_operations_are_two_ledgers(host: NasagaHost, w
         ("ACTIVE", "op-2"),
     ]
     assert _ops(trail) == [("retry_resolution", "op-1")]
+
+
+def test_n09_a_retried_halted_compensation_is_reopened_and_runs_again(host: NasagaHost, world: World) -> None:
+    """N-09 (continued): a compensation answered ``halted`` (nasaga's refusal; it has no rejected
+    one) awaits manual intervention; ``retry_compensation`` issues attempt 2 under the operation
+    and reopens the participant's halted gate, so the handler runs again (the model's gate would
+    replay the refusal, S-PART-03: the reopening is out of scope, the suite answers a reopened
+    compensation as the model's gate replays it). A second halted answer hands it back to the
+    operator; a succeeded one compensates."""
+    ns = world()
+    _start(host, ns, "s1")
+    assert _answer(host, ns, "s1", "p0", "succeeded", NOW + 1) == "RUNNING"
+    assert _answer(host, ns, "s1", "p1", "rejected", NOW + 2) == "COMPENSATING"
+    assert _answer(host, ns, "s1", "p0", "halted", NOW + 3) == "MANUAL_INTERVENTION"
+    retried = _manage(host, ns, "retry_compensation", "s1", "retry-1", now_ms=NOW + 4)
+    assert retried == {"action": "retry_compensation", "status": "COMPENSATING"}
+    assert _commands(host, ns, "s1")[-1] == ("reserve", "compensate", 2)
+    reopened = base._last(host, ns, "orchestrator", "s1")
+    assert reopened.envelope.get("recovery_operation_id") == "retry-1"
+    delivered = host.deliver_command(ns, "p0", reopened.envelope, "halted")
+    assert (delivered.handled, delivered.status, delivered.handler_calls) == ("executed", "HALTED", 1)
+    result = base._last(host, ns, "p0", "s1")
+    assert host.deliver_result(ns, result.envelope, now_ms=NOW + 5).status == "MANUAL_INTERVENTION"
+    _manage(host, ns, "retry_compensation", "s1", "retry-2", now_ms=NOW + 6)
+    assert _commands(host, ns, "s1")[-1] == ("reserve", "compensate", 3)
+    assert _answer(host, ns, "s1", "p0", "succeeded", NOW + 7) == "COMPENSATED"
+    trail = host.call("load_audit_trail", namespace=ns, tenant=TENANT, saga_id="s1")
+    # nasaga audits the action as ``retry_frozen_compensation`` (``rt/orchestrator.rs:2016``).
+    assert _ops(trail) == [("retry_frozen_compensation", "retry-1"), ("retry_frozen_compensation", "retry-2")]

@@ -1,6 +1,7 @@
 //! Management actions (nasaga's `*_with_expectation` entry points) and the authenticated
 //! read APIs (audit trail, audit page, instance list, quota usage).
 
+use nasaga_backend::{SagaBackend, SagaBackendFactory, SagaGovernanceStore};
 use nasaga_core::{SagaId, SagaStatus, TenantId, WorkflowName};
 use nasaga_runtime_core::{
     SagaAuditPageCursor, SagaManagementContext, SagaManagementExpectation, SagaManagementPermission,
@@ -217,6 +218,22 @@ impl<E: Engine> Host<E> {
             .list_instances(&context(args)?, &query)
             .await?;
         Ok(json!({"instances": rows.iter().map(convert::summary).collect::<Vec<_>>()}))
+    }
+
+    /// `reconcile_tenant_quota {namespace, tenant}` → `{in_flight}`: the operator's reconciliation
+    /// of a capped tenant's in-flight ledger (`SagaGovernanceStore::reconcile_tenant_quota`), in a
+    /// transaction of its own on the orchestrator datasource, as nasaga requires. It is the only
+    /// way nasaga initializes the ledger a capped tenant's starts and `verify_startup` need
+    /// (`pg/quota.rs:178-240`, `rt/orchestrator.rs:645-662`; finding N-10).
+    pub async fn reconcile_tenant_quota(&self, args: &Args<'_>) -> anyhow::Result<Value> {
+        let namespace = self.ns(args)?;
+        let tenant = TenantId::new(args.str("tenant")?).map_err(convert::contract)?;
+        let backend = E::Backend::backend_for(&namespace.orch.datasource)?;
+        let in_flight = E::run_outer(&namespace.orch.datasource, true, async {
+            Ok(backend.store().reconcile_tenant_quota(&tenant).await?)
+        })
+        .await?;
+        Ok(json!({"in_flight": in_flight}))
     }
 
     /// `tenant_quota_usage {namespace, tenant}`.
