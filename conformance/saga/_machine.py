@@ -162,7 +162,10 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
         unconfirmed, so an unconfirmed compensation (k2) and an unresolved effect (k3) reach the
         operator. Without timers nothing times a lost command out: k3's resolve polls are then
         answered unknown until its budget is spent (the same hand-over, S-STEP-05), and k2's
-        compensation is refused (S-STEP-06; nasaga's ``halted``, N-09).
+        compensation is refused (S-STEP-06; nasaga's ``halted``, N-09) when the journal's length is
+        odd, else compensated: a retried refusal stays refused in the model (S-PART-03), so the
+        parity keeps both ``terminal:COMPENSATED`` and the retry reachable, and a replay of the
+        program takes the same path.
         """
         for _ in range(40):
             self.leases.clear()
@@ -177,8 +180,8 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
                 decision = SETTLED_CHARGE.get(head.saga_id, "succeed") if charge else "succeed"
                 if lost and head.phase is m.Phase.RESOLVE:
                     decision = "unknown"  # no timer: each poll says unknown until the budget is spent
-                if lost and head.phase is m.Phase.COMPENSATE:
-                    decision = "reject"  # no timer: the compensation is refused, the same hand-over
+                if lost and head.phase is m.Phase.COMPENSATE and len(self.model.journal) % 2:
+                    decision = "reject"  # no timer: refused, the same hand-over (every other program)
                 if (
                     handover
                     and head.saga_id == _K3

@@ -206,6 +206,10 @@ class Ledgered:
                 delivery = m.CommandDelivery(command, producer, decision)
                 _, outcome = m.handle_command(self._parts[owner], delivery)
             stages = m.command_stages(self._parts[owner], command, cast(m.CommandOutcome, outcome))
+            if stages == (m.Stage.PARTICIPANT_TRANSACTION,) and self._machine.caps.reopens(
+                self._parts[owner], command
+            ):
+                stages = (*stages, m.Stage.HANDLER)  # the operator's retry reopened it: it runs (N-09)
             tally = attrs.evolve(tally, stages=stages)
         if unit is m.Unit.START and not self._machine.caps.refusals_in_transaction:
             request, now_ms, revoked = args

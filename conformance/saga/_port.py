@@ -113,6 +113,19 @@ class RuntimeCapabilities:
     #: (``_host_faults.race_timers``, issue 20). Off unless a runtime says so.
     timer_race: bool = False
 
+    def reopens(self, before: m.ParticipantState, command: m.CommandEnvelope) -> bool:
+        """Whether delivering ``command`` runs a compensation the participant refused again: a new
+        attempt the operator's retry issued, on a runtime without
+        ``gate_replays_retried_compensations`` (nasaga reopens its halted gate, N-09)."""
+        record = before.gate.get(command.effect_id)
+        return (
+            not self.gate_replays_retried_compensations
+            and command.phase is m.Phase.COMPENSATE
+            and command.command_id not in before.inbox
+            and record is not None
+            and record.kind is m.ResultKind.REJECTED
+        )
+
     def missing(self) -> tuple[str, ...]:
         """The capabilities this runtime lacks, by name (the coverage gate reads them)."""
         return tuple(f.name for f in attrs.fields(RuntimeCapabilities) if not getattr(self, f.name))
