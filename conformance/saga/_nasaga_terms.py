@@ -61,7 +61,7 @@ CAPABILITIES = RuntimeCapabilities(
 )
 
 
-def namespace_config() -> dict[str, Any]:
+def namespace_config(quota: bool = True) -> dict[str, Any]:
     """nasaga's ``OrchestratorConfig`` for a world's namespace (``open_namespace config``).
 
     ``resolve_max_attempts`` is the model's ``resolve_budget``: nasaga counts the resolve polls of
@@ -69,8 +69,9 @@ def namespace_config() -> dict[str, Any]:
     the model counts polls per step (``_instance.plan``), so both stop after the same poll
     (finding N-21). It is one number per orchestrator, so every resolving step of the world must
     declare the same budget. ``enable_manual_close`` lets the operator close (S-MGT-08; N-01).
-    ``tenant_quotas`` caps every tenant of the world at the model's ``QUOTA_LIMIT`` (nasaga leaves
-    an unlisted tenant uncapped, the model caps each; S-START-13, finding N-10).
+    ``tenant_quotas`` (with ``quota``: the saga suite's, whose model caps starts; the transport
+    suites' models do not) caps every tenant of the world at the model's ``QUOTA_LIMIT`` (nasaga
+    leaves an unlisted tenant uncapped, the model caps each; S-START-13, finding N-10).
     """
     budgets = {
         step.resolve_budget
@@ -80,11 +81,10 @@ def namespace_config() -> dict[str, Any]:
     }
     if len(budgets) != 1:
         raise ValueError(f"nasaga has one resolve budget per orchestrator; the world declares {budgets}")
-    return {
-        "resolve_max_attempts": budgets.pop(),
-        "enable_manual_close": True,
-        "tenant_quotas": {tenant: w.QUOTA_LIMIT for tenant in quota_tenants()},
-    }
+    config: dict[str, Any] = {"resolve_max_attempts": budgets.pop(), "enable_manual_close": True}
+    if quota:
+        config["tenant_quotas"] = {tenant: w.QUOTA_LIMIT for tenant in quota_tenants()}
+    return config
 
 
 def quota_tenants() -> tuple[str, ...]:

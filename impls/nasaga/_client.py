@@ -338,6 +338,11 @@ class NasagaHost:
         row = self.call("load_instance", namespace=namespace, tenant=tenant, saga_id=saga_id)["instance"]
         return None if row is None else Instance.from_json(row)
 
+    def reconcile_tenant_quota(self, namespace: str, tenant: str) -> int:
+        """nasaga's own reconciliation of a capped tenant's in-flight ledger, which it must have
+        run before the tenant's first start (docs/nasaga-findings.md N-10); the count in flight."""
+        return int(self.call("reconcile_tenant_quota", namespace=namespace, tenant=tenant)["in_flight"])
+
     def claim_due_timers(
         self, namespace: str, owner: str, *, now_ms: int, lease_ms: int = 60_000, limit: int = 32
     ) -> TimerClaim:

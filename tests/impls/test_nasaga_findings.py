@@ -490,7 +490,7 @@ def test_n10_the_tenant_quota_counts_sagas_in_flight(host: NasagaHost, world: Wo
     assert "tenant quota ledger is not initialized" in uninitialized.message
     assert _sql(ns, "SELECT count(*) FROM saga_tenant_quota") == [(0,)]  # the refusal rolled back
     # The operator's reconciliation (nasaga's own, the host's op) initializes the ledger.
-    assert host.call("reconcile_tenant_quota", namespace=ns, tenant=TENANT) == {"in_flight": 0}
+    assert host.reconcile_tenant_quota(ns, TENANT) == 0
     assert _sql(ns, "SELECT in_flight, initialized FROM saga_tenant_quota") == [(0, True)]
     assert _start(host, ns, "s1").outcome == "started"
     assert host.call("tenant_quota_usage", namespace=ns, tenant=TENANT) == {"in_flight": 1}
@@ -503,7 +503,7 @@ def test_n10_the_tenant_quota_counts_sagas_in_flight(host: NasagaHost, world: Wo
     assert _start(host, ns, "s1").outcome == "already_exists"
     assert host.call("tenant_quota_usage", namespace=ns, tenant=TENANT) == {"in_flight": 1}
     # A reconciliation counts what is in flight (s2) and leaves the ledger as it was.
-    assert host.call("reconcile_tenant_quota", namespace=ns, tenant=TENANT) == {"in_flight": 1}
+    assert host.reconcile_tenant_quota(ns, TENANT) == 1
 
 
 def _completed_and_deprecated(host: NasagaHost, world: World) -> tuple[str, dict[str, Any]]:
