@@ -38,6 +38,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import confluent_kafka as ck
@@ -52,7 +53,8 @@ from conformance.saga._base import unwrapped
 from conformance.saga._faults import RELAY_CRASH
 from conformance.saga._nasaga import NasagaRuntime
 from conformance.transport import _faults as f
-from conformance.transport._nasaga_kafka_checks import KafkaChecks, Plan, Sent
+from conformance.transport._nasaga_kafka_checks import Plan, Sent
+from conformance.transport._nasaga_kafka_rebalance import RebalanceRules
 from conformance.transport._nasaga_kafka_world import (
     BACKOFF_MS,
     COMMAND_EVENT,
@@ -67,6 +69,7 @@ from conformance.transport._nasaga_kafka_world import (
     PARTITION_OF,
     PARTITIONS,
     PLANTED,
+    REBALANCE_KEYS,
     STEP,
 )
 from impls.nasaga import HostFailure, NasagaHostError
@@ -82,7 +85,7 @@ PLANS = st.lists(
 )
 
 
-class NasagaKafkaMachine(KafkaChecks):
+class NasagaKafkaMachine(RebalanceRules):
     def __init__(self) -> None:
         super().__init__()
         details = self.context.stats.details
@@ -98,6 +101,7 @@ class NasagaKafkaMachine(KafkaChecks):
         self.bootstrap = str(target.bootstrap())
         self.planted_bug: str | None = target.planted_bug
         self.runtime = NasagaRuntime("postgres", ns, self.context.stats, lambda _unit: m.CommitFate.COMMITTED)
+        self.runtime.extra_keys = REBALANCE_KEYS
         self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS))
         self.part = m.ParticipantState(w.participant_config(OWNER, transient_failure_budget=FAILURE_BUDGET))
         self.model, _ = m.publish_definition(self.model, m.PublishDefinition(w.ARTIFACT, w.DIGEST))
@@ -155,10 +159,18 @@ class NasagaKafkaMachine(KafkaChecks):
             raise Violation("S-START-01", "the start differs from the model", {"actual": repr(actual)})
         self.keys_started.add(key)
 
-    def _publish(self, plans: dict[str, Plan] | None = None, kill: bool = False) -> None:
+    def _publish(
+        self,
+        plans: dict[str, Plan] | None = None,
+        kill: bool = False,
+        hold: frozenset[str] = frozenset(),
+        before_settle: Callable[[], None] | None = None,
+    ) -> None:
         """The outbox through nasaga's dispatcher onto the topic, each saga with its plan; then the
         settle. ``kill``: the crash point armed once the batch is out (its first saga fails twice,
-        so its COMMIT comes two back-offs later, after the arming)."""
+        so its COMMIT comes two back-offs later, after the arming). ``hold``: sagas whose first
+        attempt waits in the handler until released; ``before_settle`` runs once the batch is out
+        (the rebalance's hand-over, ``_nasaga_kafka_rebalance.py``)."""
         expected = m.pending_commands(self.model)
         actual = self.runtime.pending_commands()
         if self.runtime.project(expected) != self.runtime.project(actual):
@@ -175,6 +187,7 @@ class NasagaKafkaMachine(KafkaChecks):
                 "decision": "rejected" if d == "reject" else "succeeded",
                 "fail": n,
                 "partition": PARTITION_OF[saga],
+                "hold": saga in hold,
             }
             for saga, (d, n) in batch.items()
         }
@@ -193,6 +206,8 @@ class NasagaKafkaMachine(KafkaChecks):
                 self.part, _ = m.handle_command(self.part, delivery)
             self.commands[command.saga_id] = command
         self._record(reply, actual)
+        if before_settle is not None:
+            before_settle()
         if kill:
             self._kill_and_resume(actual[0].saga_id)
             batch = {}  # the plans died with the host
@@ -312,7 +327,8 @@ class NasagaKafkaMachine(KafkaChecks):
     def kafka_walk(self) -> None:
         """Directed, once per example from ``first_start`` (as ``stream_walk`` on Redis Streams):
         a slow partition beside a healthy one, a copy of a published command, each kind of planted
-        record, and the host killed after a COMMIT; through the rules' own bodies, checks between
+        record, a second member joining mid-unit (the first examples of a run), and the host killed
+        after a COMMIT; through the rules' own bodies, checks between
         them."""
         if self.walked:
             return
@@ -329,6 +345,8 @@ class NasagaKafkaMachine(KafkaChecks):
         for how in sorted(PLANTED):
             unwrapped(NasagaKafkaMachine.plant_record)(self, how=how, partition=len(self.sent) % PARTITIONS)
             self.after_step()
+        self._rebalance_mid_unit()
+        self.after_step()
         self._kill_after_commit()
 
     # -- helpers -----------------------------------------------------------------------------

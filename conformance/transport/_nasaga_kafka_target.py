@@ -39,6 +39,7 @@ def nasaga_kafka_targets() -> dict[str, str]:
     targets["redelivery-after-kill-absorbed"] = "no record of a killed consumer was redelivered and absorbed"
     targets["healthy-partition-moved-during-backoff"] = "no partition was read while the other backed off"
     targets["duplicate-record-absorbed"] = "no second record of a published command was absorbed"
+    targets["revoked-unit-redelivered-to-new-owner"] = "no partition was handed over while its unit ran"
     targets["failed-record-redelivered"] = "no record a failing handler left was redelivered"
     for how in (*PLANTED, "exhausted"):
         targets[f"dead-letter:{how}"] = f"no {how} record was dead-lettered"
