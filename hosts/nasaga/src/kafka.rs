@@ -213,6 +213,8 @@ fn error_kind(error: &nafka::NafkaError) -> &'static str {
     match error {
         nafka::NafkaError::HandlerDeadLetter(_) => "dead_letter",
         nafka::NafkaError::HandlerDeferred(_) => "deferred",
+        // the record's partition was revoked while its unit ran: the old generation's ACK is refused
+        nafka::NafkaError::AckExpired => "ack_expired",
         nafka::NafkaError::Broker(_) => "retry",
         _ => "other",
     }
