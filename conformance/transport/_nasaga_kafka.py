@@ -54,12 +54,13 @@ from conformance.saga._faults import RELAY_CRASH
 from conformance.saga._nasaga import NasagaRuntime
 from conformance.transport import _faults as f
 from conformance.transport._nasaga_kafka_checks import Plan, Sent
-from conformance.transport._nasaga_kafka_rebalance import RebalanceRules
+from conformance.transport._nasaga_kafka_restart import BrokerRestart
 from conformance.transport._nasaga_kafka_world import (
     BACKOFF_MS,
     COMMAND_EVENT,
     DECISIONS,
     EVENT_HEADER,
+    EXTRA_KEYS,
     FAILURE_BUDGET,
     GROUP,
     KEYS,
@@ -69,7 +70,6 @@ from conformance.transport._nasaga_kafka_world import (
     PARTITION_OF,
     PARTITIONS,
     PLANTED,
-    REBALANCE_KEYS,
     STEP,
 )
 from impls.nasaga import HostFailure, NasagaHostError
@@ -85,7 +85,7 @@ PLANS = st.lists(
 )
 
 
-class NasagaKafkaMachine(RebalanceRules):
+class NasagaKafkaMachine(BrokerRestart):
     def __init__(self) -> None:
         super().__init__()
         details = self.context.stats.details
@@ -95,13 +95,16 @@ class NasagaKafkaMachine(RebalanceRules):
         details[f.GRPC_ONLY] = "not applicable: a Kafka backend (nasaga's gRPC is backend nasaga-grpc)"
         for kind, why in NASAGA_KAFKA_LACKS.items():
             details[f"transport:{kind}"] = f"not applicable: {why}"
+        no_restart = self._restart_applies()
+        if no_restart is not None:
+            details[f"transport:{f.BROKER_RESTART.name}"] = f"not applicable: {no_restart}"
         self.now = 0
         ns = self.context.new_namespace()
         target: Any = self.context.target  # _nasaga_kafka_world.NasagaKafkaTarget
         self.bootstrap = str(target.bootstrap())
         self.planted_bug: str | None = target.planted_bug
         self.runtime = NasagaRuntime("postgres", ns, self.context.stats, lambda _unit: m.CommitFate.COMMITTED)
-        self.runtime.extra_keys = REBALANCE_KEYS
+        self.runtime.extra_keys = EXTRA_KEYS
         self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS))
         self.part = m.ParticipantState(w.participant_config(OWNER, transient_failure_budget=FAILURE_BUDGET))
         self.model, _ = m.publish_definition(self.model, m.PublishDefinition(w.ARTIFACT, w.DIGEST))
@@ -327,9 +330,9 @@ class NasagaKafkaMachine(RebalanceRules):
     def kafka_walk(self) -> None:
         """Directed, once per example from ``first_start`` (as ``stream_walk`` on Redis Streams):
         a slow partition beside a healthy one, a copy of a published command, each kind of planted
-        record, a second member joining mid-unit (the first examples of a run), and the host killed
-        after a COMMIT; through the rules' own bodies, checks between
-        them."""
+        record, a second member joining mid-unit (the first examples of a run), the broker
+        restarted mid-unit (profile deep, a broker of the suite's), and the host killed after a
+        COMMIT; through the rules' own bodies, checks between them."""
         if self.walked:
             return
         self.walked = True
@@ -346,6 +349,8 @@ class NasagaKafkaMachine(RebalanceRules):
             unwrapped(NasagaKafkaMachine.plant_record)(self, how=how, partition=len(self.sent) % PARTITIONS)
             self.after_step()
         self._rebalance_mid_unit()
+        self.after_step()
+        self._restart_broker()
         self.after_step()
         self._kill_after_commit()
 

@@ -18,6 +18,9 @@ class NasagaKafkaTarget:
     bootstrap: Callable[[], str]
     #: A planted bug of the host's handler (``examples/broken_nasaga_kafka.py``), or None.
     planted_bug: str | None = None
+    #: The broker's control (``conformance.crash:kafka_control``): the walk restarts it in profile
+    #: deep (``_nasaga_kafka_restart.py``); None: never restarted.
+    broker_control: Callable[[], Any] | None = None
 
     def specialise(self, _base: type[ConformanceMachine]) -> type[ConformanceMachine]:
         return NasagaKafkaMachine
@@ -25,7 +28,8 @@ class NasagaKafkaTarget:
     @classmethod
     def of(cls, backend: BackendUnderTest) -> NasagaKafkaTarget:
         bug = backend.factory("planted_bug")() if "planted_bug" in backend.factories else None
-        return cls(backend.factory("kafka"), bug)
+        control = backend.factory("broker_control") if "broker_control" in backend.factories else None
+        return cls(backend.factory("kafka"), bug, control)
 
 
 def nasaga_kafka_target(backend: BackendUnderTest) -> Any:
@@ -40,6 +44,7 @@ def nasaga_kafka_targets() -> dict[str, str]:
     targets["healthy-partition-moved-during-backoff"] = "no partition was read while the other backed off"
     targets["duplicate-record-absorbed"] = "no second record of a published command was absorbed"
     targets["revoked-unit-redelivered-to-new-owner"] = "no partition was handed over while its unit ran"
+    targets["offsets-survived-broker-restart"] = "no broker restart under a running unit was survived"
     targets["failed-record-redelivered"] = "no record a failing handler left was redelivered"
     for how in (*PLANTED, "exhausted"):
         targets[f"dead-letter:{how}"] = f"no {how} record was dead-lettered"
