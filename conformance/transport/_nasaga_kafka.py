@@ -329,13 +329,15 @@ class NasagaKafkaMachine(BrokerRestart):
     @step
     def kafka_walk(self) -> None:
         """Directed, once per example from ``first_start`` (as ``stream_walk`` on Redis Streams):
-        a slow partition beside a healthy one, a copy of a published command, each kind of planted
-        record, a second member joining mid-unit (the first examples of a run), the broker
+        a second member joining mid-unit (the first examples of a run), a slow partition beside a
+        healthy one, a copy of a published command, each kind of planted record, the broker
         restarted mid-unit (profile deep, a broker of the suite's), and the host killed after a
         COMMIT; through the rules' own bodies, checks between them."""
         if self.walked:
             return
         self.walked = True
+        self._rebalance_mid_unit()  # first: its keys are the last ones, and a plant shows sooner
+        self.after_step()
         self._slow_partition()
         self.after_step()
         free = [k for k in range(len(KEYS)) if k not in self.keys_started][1:]  # one left for the kill
@@ -348,8 +350,6 @@ class NasagaKafkaMachine(BrokerRestart):
         for how in sorted(PLANTED):
             unwrapped(NasagaKafkaMachine.plant_record)(self, how=how, partition=len(self.sent) % PARTITIONS)
             self.after_step()
-        self._rebalance_mid_unit()
-        self.after_step()
         self._restart_broker()
         self.after_step()
         self._kill_after_commit()

@@ -11,9 +11,9 @@ GROUP, OWNER, STEP = "work", "p0", "reserve"
 PARTITIONS = 2
 #: The world's business keys; a saga's command goes to partition ``index % 2`` (the harness names
 #: the partition, so a batch can put a failing saga beside a healthy one on purpose).
-#: Keys beyond the world's: one per partition for the rebalance (``_nasaga_kafka_rebalance.py``),
-#: one for the broker restart (``_nasaga_kafka_restart.py``).
-EXTRA_KEYS = ("r1", "r2", "r3")
+#: Keys beyond the world's, so every part of the walk has its own: one per partition for the
+#: rebalance (``_nasaga_kafka_rebalance.py``), one for the broker restart (``_nasaga_kafka_restart.py``).
+EXTRA_KEYS = ("r1", "r2", "r3", "r4")
 KEYS = (*w.BUSINESS_KEYS, *w.UPLOAD_KEYS, *EXTRA_KEYS)
 PARTITION_OF = {
     m.saga_id_for(w.KEY.tenant, w.KEY.workflow, key): index % PARTITIONS for index, key in enumerate(KEYS)
