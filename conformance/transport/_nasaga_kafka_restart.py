@@ -17,6 +17,7 @@ after it (S-KAFKA-02), sampled all the while.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import confluent_kafka as ck
@@ -31,6 +32,7 @@ from impls.transport._kafka_records import client_config
 
 MAX_BROKER_RESTARTS = 1  # per run
 RESTART_PROFILES = ("deep",)
+LEADERS_WAIT_S = 60.0  # the restarted broker leads its partitions again within this
 
 
 class BrokerRestart(RebalanceRules):
@@ -93,10 +95,7 @@ class BrokerRestart(RebalanceRules):
         self.admin = KafkaAdmin(self.bootstrap)
         self.dead = DeadLetterReader(self.bootstrap, self.topics)
         self.producer = ck.Producer(client_config(self.bootstrap, acks="all", **{"linger.ms": 0}))
-        try:
-            after = self.admin.committed(GROUP, self.topics.commands, PARTITIONS)
-        except TransportError as exc:
-            raise HarnessEnvironmentError(f"the restarted broker did not answer: {exc}") from exc
+        after = self._committed_once_led()
         back = {
             p: (before.get(p, 0), after.get(p, 0))
             for p in range(PARTITIONS)
@@ -116,3 +115,19 @@ class BrokerRestart(RebalanceRules):
                 {"lost": repr(sorted(set(letters) - set(kept)))},
             )
         self.runtime.host.call("kafka_release", namespace=self.runtime.ns)
+
+    def _committed_once_led(self) -> dict[int, int]:
+        """The group's committed offsets once the restarted broker leads its partitions again: it
+        answers its probe before its controller re-elected every leader (``NOT_LEADER_FOR_PARTITION``
+        for seconds on a loaded machine), which is no outage yet."""
+        deadline = time.monotonic() + LEADERS_WAIT_S
+        while True:
+            try:
+                after = self.admin.committed(GROUP, self.topics.commands, PARTITIONS)
+                self.admin.high_watermarks(self.topics.commands, PARTITIONS)
+                self.admin.high_watermarks(self.topics.dead_letters, 1)
+                return after
+            except TransportError as exc:
+                if time.monotonic() > deadline:
+                    raise HarnessEnvironmentError(f"the restarted broker did not answer: {exc}") from exc
+                time.sleep(0.5)
