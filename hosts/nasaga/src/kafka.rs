@@ -497,7 +497,10 @@ impl<E: Engine> Host<E> {
                 Arc::clone(&guard.step),
                 guard.config.clone(),
                 guard.started,
-                guard.consumers.as_ref().and_then(|c| c.groups().first().cloned()),
+                guard
+                    .consumers
+                    .as_ref()
+                    .and_then(|c| c.groups().first().cloned()),
             )
         };
         let group = group.ok_or_else(|| bad("kafka_join: the first member has no group"))?;
@@ -517,7 +520,12 @@ impl<E: Engine> Host<E> {
                 deadline,
             )
             .await
-            .map_err(|e| HostError::new("host.kafka", format!("the second member got no partition: {e}")))?;
+            .map_err(|e| {
+                HostError::new(
+                    "host.kafka",
+                    format!("the second member got no partition: {e}"),
+                )
+            })?;
         let assignment: Vec<i32> = ready.assignment.iter().map(|tp| tp.partition).collect();
         lock(&set).joined = Some((proxy, consumers));
         Ok(json!({"assignment": assignment}))
@@ -555,9 +563,15 @@ impl<E: Engine> Host<E> {
         if let Some(set) = SETS.remove::<Mutex<KafkaSet<E>>>(name) {
             let (proxy, consumers, joined) = {
                 let mut guard = lock(&set);
-                (guard.proxy.clone(), guard.consumers.take(), guard.joined.take())
+                (
+                    guard.proxy.clone(),
+                    guard.consumers.take(),
+                    guard.joined.take(),
+                )
             };
-            lock(&lock(&set).step.held).values_mut().for_each(|r| *r = true);
+            lock(&lock(&set).step.held)
+                .values_mut()
+                .for_each(|r| *r = true);
             if let Some((proxy, consumers)) = joined {
                 drop(consumers);
                 let _ = proxy.shutdown().await;
