@@ -30,7 +30,10 @@ were done before the failing one was (S-KAFKA-04). A kill (``publish_planned(kil
 once in ``kafka_walk``) arms the host's crash point ``kafka_committed`` (after the participant's
 COMMIT, before nasaga's ACK and nafka's offset commit), kills the host there, starts a fresh one
 on the same database and group: the record is redelivered and the inbox absorbs it (S-KAFKA-05,
-S-PART-03).
+S-PART-03). The group faults have modules of their own: a second nafka member joining while a unit
+runs on each partition (``_nasaga_kafka_rebalance.py``, S-KAFKA-02, S-KAFKA-05) and the broker
+killed and restarted under a running unit, in profile deep on a broker the suite controls
+(``_nasaga_kafka_restart.py``, S-KAFKA-01, S-KAFKA-03).
 """
 
 from __future__ import annotations
