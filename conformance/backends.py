@@ -224,6 +224,8 @@ TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
             {
                 "kafka": "impls.endpoints:kafka_bootstrap",
                 "target": "conformance.transport._nasaga_kafka_target:nasaga_kafka_target",
+                # restarted by the walk in profile deep only (_nasaga_kafka_restart.py)
+                "broker_control": "conformance.crash:kafka_control",
             },
             "kafka",  # and PostgreSQL under the host: its outage is an environment error there too
             "nasaga's Kafka command consumer (feature kafka, nafka) in its host, on the project's broker",

@@ -87,6 +87,8 @@ class NasagaRuntime(NasagaManagement):
     """nasaga's Orchestrator and one participant runtime per owner, on one namespace."""
 
     capabilities = CAPABILITIES
+    #: Business keys a machine starts beyond the world's (nasaga-kafka's rebalance keys).
+    extra_keys: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -457,7 +459,7 @@ class NasagaRuntime(NasagaManagement):
 
     def _artifact_of(self, saga_id: str) -> m.DefinitionArtifact:
         for key, artifact in self.artifacts.items():
-            for business_key in (*w.BUSINESS_KEYS, w.OVER_QUOTA_KEY, *w.UPLOAD_KEYS):
+            for business_key in (*w.BUSINESS_KEYS, w.OVER_QUOTA_KEY, *w.UPLOAD_KEYS, *self.extra_keys):
                 if m.saga_id_for(key.tenant, key.workflow, business_key) == saga_id:
                     return artifact
         raise Violation(

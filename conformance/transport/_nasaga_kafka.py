@@ -30,7 +30,10 @@ were done before the failing one was (S-KAFKA-04). A kill (``publish_planned(kil
 once in ``kafka_walk``) arms the host's crash point ``kafka_committed`` (after the participant's
 COMMIT, before nasaga's ACK and nafka's offset commit), kills the host there, starts a fresh one
 on the same database and group: the record is redelivered and the inbox absorbs it (S-KAFKA-05,
-S-PART-03).
+S-PART-03). The group faults have modules of their own: a second nafka member joining while a unit
+runs on each partition (``_nasaga_kafka_rebalance.py``, S-KAFKA-02, S-KAFKA-05) and the broker
+killed and restarted under a running unit, in profile deep on a broker the suite controls
+(``_nasaga_kafka_restart.py``, S-KAFKA-01, S-KAFKA-03).
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from __future__ import annotations
 import contextlib
 import json
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import confluent_kafka as ck
@@ -52,12 +56,14 @@ from conformance.saga._base import unwrapped
 from conformance.saga._faults import RELAY_CRASH
 from conformance.saga._nasaga import NasagaRuntime
 from conformance.transport import _faults as f
-from conformance.transport._nasaga_kafka_checks import KafkaChecks, Plan, Sent
+from conformance.transport._nasaga_kafka_checks import Plan, Sent
+from conformance.transport._nasaga_kafka_restart import BrokerRestart
 from conformance.transport._nasaga_kafka_world import (
     BACKOFF_MS,
     COMMAND_EVENT,
     DECISIONS,
     EVENT_HEADER,
+    EXTRA_KEYS,
     FAILURE_BUDGET,
     GROUP,
     KEYS,
@@ -82,7 +88,7 @@ PLANS = st.lists(
 )
 
 
-class NasagaKafkaMachine(KafkaChecks):
+class NasagaKafkaMachine(BrokerRestart):
     def __init__(self) -> None:
         super().__init__()
         details = self.context.stats.details
@@ -92,12 +98,16 @@ class NasagaKafkaMachine(KafkaChecks):
         details[f.GRPC_ONLY] = "not applicable: a Kafka backend (nasaga's gRPC is backend nasaga-grpc)"
         for kind, why in NASAGA_KAFKA_LACKS.items():
             details[f"transport:{kind}"] = f"not applicable: {why}"
+        no_restart = self._restart_applies()
+        if no_restart is not None:
+            details[f"transport:{f.BROKER_RESTART.name}"] = f"not applicable: {no_restart}"
         self.now = 0
         ns = self.context.new_namespace()
         target: Any = self.context.target  # _nasaga_kafka_world.NasagaKafkaTarget
         self.bootstrap = str(target.bootstrap())
         self.planted_bug: str | None = target.planted_bug
         self.runtime = NasagaRuntime("postgres", ns, self.context.stats, lambda _unit: m.CommitFate.COMMITTED)
+        self.runtime.extra_keys = EXTRA_KEYS
         self.model = m.OrchestratorStore(trusted_producers=frozenset(w.OWNERS))
         self.part = m.ParticipantState(w.participant_config(OWNER, transient_failure_budget=FAILURE_BUDGET))
         self.model, _ = m.publish_definition(self.model, m.PublishDefinition(w.ARTIFACT, w.DIGEST))
@@ -155,10 +165,18 @@ class NasagaKafkaMachine(KafkaChecks):
             raise Violation("S-START-01", "the start differs from the model", {"actual": repr(actual)})
         self.keys_started.add(key)
 
-    def _publish(self, plans: dict[str, Plan] | None = None, kill: bool = False) -> None:
+    def _publish(
+        self,
+        plans: dict[str, Plan] | None = None,
+        kill: bool = False,
+        hold: frozenset[str] = frozenset(),
+        before_settle: Callable[[], None] | None = None,
+    ) -> None:
         """The outbox through nasaga's dispatcher onto the topic, each saga with its plan; then the
         settle. ``kill``: the crash point armed once the batch is out (its first saga fails twice,
-        so its COMMIT comes two back-offs later, after the arming)."""
+        so its COMMIT comes two back-offs later, after the arming). ``hold``: sagas whose first
+        attempt waits in the handler until released; ``before_settle`` runs once the batch is out
+        (the rebalance's hand-over, ``_nasaga_kafka_rebalance.py``)."""
         expected = m.pending_commands(self.model)
         actual = self.runtime.pending_commands()
         if self.runtime.project(expected) != self.runtime.project(actual):
@@ -175,6 +193,7 @@ class NasagaKafkaMachine(KafkaChecks):
                 "decision": "rejected" if d == "reject" else "succeeded",
                 "fail": n,
                 "partition": PARTITION_OF[saga],
+                "hold": saga in hold,
             }
             for saga, (d, n) in batch.items()
         }
@@ -193,6 +212,8 @@ class NasagaKafkaMachine(KafkaChecks):
                 self.part, _ = m.handle_command(self.part, delivery)
             self.commands[command.saga_id] = command
         self._record(reply, actual)
+        if before_settle is not None:
+            before_settle()
         if kill:
             self._kill_and_resume(actual[0].saga_id)
             batch = {}  # the plans died with the host
@@ -311,12 +332,15 @@ class NasagaKafkaMachine(KafkaChecks):
     @step
     def kafka_walk(self) -> None:
         """Directed, once per example from ``first_start`` (as ``stream_walk`` on Redis Streams):
-        a slow partition beside a healthy one, a copy of a published command, each kind of planted
-        record, and the host killed after a COMMIT; through the rules' own bodies, checks between
-        them."""
+        a second member joining mid-unit (the first examples of a run), a slow partition beside a
+        healthy one, a copy of a published command, each kind of planted record, the broker
+        restarted mid-unit (profile deep, a broker of the suite's), and the host killed after a
+        COMMIT; through the rules' own bodies, checks between them."""
         if self.walked:
             return
         self.walked = True
+        self._rebalance_mid_unit()  # first: its keys are the last ones, and a plant shows sooner
+        self.after_step()
         self._slow_partition()
         self.after_step()
         free = [k for k in range(len(KEYS)) if k not in self.keys_started][1:]  # one left for the kill
@@ -329,6 +353,8 @@ class NasagaKafkaMachine(KafkaChecks):
         for how in sorted(PLANTED):
             unwrapped(NasagaKafkaMachine.plant_record)(self, how=how, partition=len(self.sent) % PARTITIONS)
             self.after_step()
+        self._restart_broker()
+        self.after_step()
         self._kill_after_commit()
 
     # -- helpers -----------------------------------------------------------------------------

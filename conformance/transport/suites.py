@@ -39,7 +39,7 @@ def transport_targets(stats: SuiteStats) -> Mapping[str, str]:
     if stats.details.get("transport:connector") == "nasaga-kafka":
         from conformance.transport._nasaga_kafka_target import nasaga_kafka_targets
 
-        return nasaga_kafka_targets()
+        return nasaga_kafka_targets(stats)
     if stats.details.get("transport:runtime") == "nasaga":
         from conformance.transport._nasaga_target import nasaga_grpc_targets, nasaga_targets
 

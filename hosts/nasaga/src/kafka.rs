@@ -19,7 +19,14 @@
 //! passes the crash point `kafka_committed` (src/faults.rs): between the database commit and
 //! the offset commit.
 //!
-//! Ops: `kafka_open`, `kafka_dispatch`, `kafka_journal`, `kafka_wait`, `kafka_close`.
+//!
+//! A second member (`kafka_join`): another `KafkaProxy` and nasaga consumer in the same group,
+//! sharing the handler (plans, journal), so the group rebalances and a partition is handed over;
+//! a plan's `hold` keeps its first attempt's unit running (before its transaction) until
+//! `kafka_release`, so the hand-over happens while that unit runs. `kafka_leave` closes it.
+//!
+//! Ops: `kafka_open`, `kafka_dispatch`, `kafka_journal`, `kafka_wait`, `kafka_join`,
+//! `kafka_release`, `kafka_leave`, `kafka_close`.
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -48,7 +55,12 @@ use crate::step::{Decision, HarnessStep};
 struct Plan {
     fail: u32,
     decision: Decision,
+    /// The first attempt waits (its unit begun, nothing written) until `kafka_release`.
+    hold: bool,
 }
+
+/// How long a held unit waits for `kafka_release` at most.
+const HOLD_LIMIT: Duration = Duration::from_secs(20);
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
@@ -63,6 +75,8 @@ struct KafkaStep<E: Engine> {
     attempts: Mutex<BTreeMap<String, u32>>,
     calls: AtomicU32,
     journal: Mutex<Vec<Value>>,
+    /// Held sagas -> released yet (`Plan::hold`, `kafka_release`).
+    held: Mutex<BTreeMap<String, bool>>,
     /// A planted bug of the harness's own (`kafka_open planted_bug: "skip_unit"`): the handler
     /// answers "duplicate" without running the unit, so nasaga acknowledges a record whose unit
     /// never committed. The suite must catch it (S-KAFKA-02); nasaga's code is untouched.
@@ -83,6 +97,7 @@ impl<E: Engine> SagaCommandHandler for KafkaStep<E> {
         let plan = lock(&self.plans).get(&saga).copied().unwrap_or(Plan {
             fail: 0,
             decision: Decision::Succeeded,
+            hold: false,
         });
         let attempt = {
             let mut attempts = lock(&self.attempts);
@@ -90,6 +105,9 @@ impl<E: Engine> SagaCommandHandler for KafkaStep<E> {
             *n += 1;
             *n
         };
+        if plan.hold && attempt == 1 {
+            self.hold(&saga).await;
+        }
         let decision = if attempt <= plan.fail {
             Decision::Retryable
         } else {
@@ -119,11 +137,31 @@ impl<E: Engine> SagaCommandHandler for KafkaStep<E> {
     }
 }
 
+impl<E: Engine> KafkaStep<E> {
+    /// The unit has begun and waits for `kafka_release` (or `HOLD_LIMIT`) before it goes on.
+    async fn hold(&self, saga: &str) {
+        lock(&self.held).insert(saga.to_owned(), false);
+        lock(&self.journal).push(json!({"kind": "held", "saga": saga}));
+        let deadline = Instant::now() + HOLD_LIMIT;
+        while Instant::now() < deadline && !lock(&self.held).get(saga).copied().unwrap_or(true) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        lock(&self.journal).push(json!({"kind": "released", "saga": saga}));
+    }
+}
+
 /// nasaga's consumer with a journal of what nafka handed it (partition, offset, attempt, result).
 struct Journaled<E: Engine> {
     inner: SagaKafkaCommandConsumer<KafkaStep<E>>,
     step: Arc<KafkaStep<E>>,
     started: Instant,
+    /// Which member of the group delivered (`c1`, or `c2` once `kafka_join` ran).
+    member: &'static str,
+    /// A planted bug of the harness's own (`kafka_join planted_bug: "trust_old_owner"`): this
+    /// member acknowledges, without running it, a record whose unit the handler has begun for
+    /// another member (a held unit), as if the old owner's unit were done. nasaga's code is
+    /// untouched; the suite must catch the offset moving past a unit not committed (S-KAFKA-02).
+    trust_old_owner: bool,
 }
 
 impl<E: Engine> SingleConsumer for Journaled<E> {
@@ -152,8 +190,15 @@ impl<E: Engine> SingleConsumer for Journaled<E> {
             "partition": record.ctx.partition,
             "offset": record.ctx.offset,
             "delivery_attempt": record.ctx.delivery_attempt,
+            "member": self.member,
         });
-        let result = self.inner.consume(record).await;
+        let saga = record.value.saga_id.to_string();
+        let running_elsewhere = lock(&self.step.held).get(&saga) == Some(&false);
+        let result = if self.trust_old_owner && running_elsewhere {
+            record.ack()
+        } else {
+            self.inner.consume(record).await
+        };
         let mut entry = entry;
         entry["ok"] = json!(result.is_ok());
         entry["error"] = json!(result.as_ref().err().map(error_kind));
@@ -168,6 +213,8 @@ fn error_kind(error: &nafka::NafkaError) -> &'static str {
     match error {
         nafka::NafkaError::HandlerDeadLetter(_) => "dead_letter",
         nafka::NafkaError::HandlerDeferred(_) => "deferred",
+        // the record's partition was revoked while its unit ran: the old generation's ACK is refused
+        nafka::NafkaError::AckExpired => "ack_expired",
         nafka::NafkaError::Broker(_) => "retry",
         _ => "other",
     }
@@ -178,6 +225,12 @@ struct KafkaSet<E: Engine> {
     consumers: Option<ConsumerRuntime>,
     step: Arc<KafkaStep<E>>,
     topic: String,
+    /// What `kafka_join` needs to open a second member like the first.
+    config: SagaKafkaCommandConsumerConfig,
+    kafka: Value,
+    started: Instant,
+    /// The second member of the group (`kafka_join`), until `kafka_leave`.
+    joined: Option<(KafkaProxy, ConsumerRuntime)>,
 }
 
 static SETS: Registry = Registry::new("kafka", "host.no_kafka", "kafka_open first");
@@ -211,6 +264,7 @@ impl<E: Engine> OutboxPublisher for Publisher<'_, E> {
             Plan {
                 fail: 0,
                 decision: Decision::Succeeded,
+                hold: false,
             },
             None,
         ));
@@ -235,6 +289,36 @@ impl<E: Engine> OutboxPublisher for Publisher<'_, E> {
         }));
         Ok(())
     }
+}
+
+/// One member of the group: a `KafkaProxy` on `kafka` (the client named `client`) and nasaga's
+/// command consumer behind the journal, started in nafka's runtime.
+async fn start_member<E: Engine>(
+    kafka: Value,
+    step: &Arc<KafkaStep<E>>,
+    config: SagaKafkaCommandConsumerConfig,
+    started: Instant,
+    member: &'static str,
+    trust_old_owner: bool,
+) -> anyhow::Result<(KafkaProxy, ConsumerRuntime)> {
+    let kafka: nafka::KafkaConfig =
+        serde_json::from_value(kafka).map_err(|e| bad(format!("kafka config: {e}")))?;
+    let proxy = KafkaProxy::connect(kafka)
+        .map_err(|e| HostError::new("host.kafka", format!("kafka connect failed: {e}")))?;
+    let consumer = Journaled {
+        inner: SagaKafkaCommandConsumer::new(Arc::clone(step), config),
+        step: Arc::clone(step),
+        started,
+        member,
+        trust_old_owner,
+    };
+    let consumers = proxy
+        .consumers()
+        .register(consumer)?
+        .start()
+        .await
+        .map_err(|e| HostError::new("host.kafka", format!("consumer start failed: {e}")))?;
+    Ok((proxy, consumers))
 }
 
 impl<E: Engine> Host<E> {
@@ -265,8 +349,9 @@ impl<E: Engine> Host<E> {
             attempts: Mutex::new(BTreeMap::new()),
             calls: AtomicU32::new(0),
             journal: Mutex::new(Vec::new()),
+            held: Mutex::new(BTreeMap::new()),
             skip_units: match args.opt_str("planted_bug")? {
-                None => false,
+                None | Some("trust_old_owner") => false, // trust_old_owner: `kafka_join`'s
                 Some("skip_unit") => true,
                 Some(other) => return Err(bad(format!("unknown planted bug {other}"))),
             },
@@ -294,7 +379,7 @@ impl<E: Engine> Host<E> {
             consumer_properties.insert("group.instance.id".into(), json!(instance));
         }
         // Small intervals so a run settles in well under a second; the semantics are nafka's.
-        let kafka: nafka::KafkaConfig = serde_json::from_value(json!({
+        let kafka = json!({
             "client_name": args.str("client")?,
             "bootstrap_servers": args.str("bootstrap")?,
             "producer": {"acks": "all", "enable_idempotence": true, "linger_ms": 0,
@@ -309,27 +394,20 @@ impl<E: Engine> Host<E> {
                          "shutdown_timeout_ms": 10000, "publish_timeout_ms": 10000,
                          "control_timeout_ms": 10000},
             "properties": {"log_level": "3"},
-        }))
-        .map_err(|e| bad(format!("kafka config: {e}")))?;
-        let proxy = KafkaProxy::connect(kafka)
-            .map_err(|e| HostError::new("host.kafka", format!("kafka connect failed: {e}")))?;
-        let consumer = Journaled {
-            inner: SagaKafkaCommandConsumer::new(Arc::clone(&step), config),
-            step: Arc::clone(&step),
-            started: Instant::now(),
-        };
-        let consumers = proxy
-            .consumers()
-            .register(consumer)?
-            .start()
-            .await
-            .map_err(|e| HostError::new("host.kafka", format!("consumer start failed: {e}")))?;
+        });
+        let started = Instant::now();
+        let (proxy, consumers) =
+            start_member(kafka.clone(), &step, config.clone(), started, "c1", false).await?;
         let groups = consumers.groups().to_vec();
         let set = KafkaSet::<E> {
             proxy,
             consumers: Some(consumers),
             step,
             topic,
+            config,
+            kafka,
+            started,
+            joined: None,
         };
         SETS.insert(namespace.name.clone(), Mutex::new(set));
         Ok(json!({"groups": groups}))
@@ -361,7 +439,13 @@ impl<E: Engine> Host<E> {
                     Decision::parse(text).ok_or_else(|| bad(format!("unknown decision {text}")))?;
                 let partition = plan.opt_i64("partition")?.map(|p| p as i32);
                 let fail = plan.u32_or("fail", 0)?;
-                plans.insert(saga.clone(), (Plan { fail, decision }, partition));
+                let hold = plan.0.get("hold").and_then(Value::as_bool).unwrap_or(false);
+                let plan = Plan {
+                    fail,
+                    decision,
+                    hold,
+                };
+                plans.insert(saga.clone(), (plan, partition));
             }
         }
         let publisher = Publisher {
@@ -399,15 +483,99 @@ impl<E: Engine> Host<E> {
         Ok(json!({"waited_ms": ms}))
     }
 
+    /// `kafka_join {namespace, client, planted_bug?}` → `{assignment: [partition]}`: a second
+    /// member of the group (another client, dynamic membership so `kafka_leave` hands its
+    /// partitions back at once) sharing the handler; returns once nafka reports it assigned.
+    /// Planted bug `trust_old_owner`: see `Journaled::trust_old_owner`.
+    pub async fn kafka_join(&self, args: &Args<'_>) -> anyhow::Result<Value> {
+        let namespace = self.ns(args)?;
+        let set = set_of::<E>(&namespace.name)?;
+        let (mut kafka, step, config, started, group) = {
+            let guard = lock(&set);
+            (
+                guard.kafka.clone(),
+                Arc::clone(&guard.step),
+                guard.config.clone(),
+                guard.started,
+                guard
+                    .consumers
+                    .as_ref()
+                    .and_then(|c| c.groups().first().cloned()),
+            )
+        };
+        let group = group.ok_or_else(|| bad("kafka_join: the first member has no group"))?;
+        kafka["client_name"] = json!(args.str("client")?);
+        kafka["consumer"]["properties"] = json!({});
+        let trust = match args.opt_str("planted_bug")? {
+            Some("trust_old_owner") => true,
+            None | Some("skip_unit") => false,
+            Some(other) => return Err(bad(format!("unknown planted bug {other}"))),
+        };
+        let (proxy, consumers) = start_member(kafka, &step, config, started, "c2", trust).await?;
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let ready = proxy
+            .await_group_ready(
+                &group,
+                nafka::ReadyRequirement::Assigned { min_partitions: 1 },
+                deadline,
+            )
+            .await
+            .map_err(|e| {
+                HostError::new(
+                    "host.kafka",
+                    format!("the second member got no partition: {e}"),
+                )
+            })?;
+        let assignment: Vec<i32> = ready.assignment.iter().map(|tp| tp.partition).collect();
+        lock(&set).joined = Some((proxy, consumers));
+        Ok(json!({"assignment": assignment}))
+    }
+
+    /// `kafka_release {namespace}` → `{released}`: every held unit goes on.
+    pub async fn kafka_release(&self, args: &Args<'_>) -> anyhow::Result<Value> {
+        let namespace = self.ns(args)?;
+        let set = set_of::<E>(&namespace.name)?;
+        let step = Arc::clone(&lock(&set).step);
+        let mut held = lock(&step.held);
+        let released = held.values().filter(|r| !**r).count();
+        held.values_mut().for_each(|r| *r = true);
+        Ok(json!({"released": released}))
+    }
+
+    /// `kafka_leave {namespace}` → `{left}`: the second member shut down (its partitions go back
+    /// to the first at the next rebalance).
+    pub async fn kafka_leave(&self, args: &Args<'_>) -> anyhow::Result<Value> {
+        let namespace = self.ns(args)?;
+        let set = set_of::<E>(&namespace.name)?;
+        let joined = lock(&set).joined.take();
+        let left = joined.is_some();
+        if let Some((proxy, consumers)) = joined {
+            drop(consumers);
+            let _ = proxy.shutdown().await;
+        }
+        Ok(json!({"left": left}))
+    }
+
     /// `kafka_close {namespace}`: nafka's shutdown (consumers stopped, the done frontier
     /// committed, producers flushed), the set forgotten.
     pub async fn kafka_close(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let name = args.str("namespace")?;
         if let Some(set) = SETS.remove::<Mutex<KafkaSet<E>>>(name) {
-            let (proxy, consumers) = {
+            let (proxy, consumers, joined) = {
                 let mut guard = lock(&set);
-                (guard.proxy.clone(), guard.consumers.take())
+                (
+                    guard.proxy.clone(),
+                    guard.consumers.take(),
+                    guard.joined.take(),
+                )
             };
+            lock(&lock(&set).step.held)
+                .values_mut()
+                .for_each(|r| *r = true);
+            if let Some((proxy, consumers)) = joined {
+                drop(consumers);
+                let _ = proxy.shutdown().await;
+            }
             drop(consumers);
             let _ = proxy.shutdown().await;
         }

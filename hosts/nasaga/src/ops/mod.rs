@@ -69,6 +69,9 @@ pub const OPS: &[&str] = &[
     "kafka_dispatch",
     "kafka_journal",
     "kafka_wait",
+    "kafka_join",
+    "kafka_release",
+    "kafka_leave",
     "kafka_close",
     // crash points (src/faults.rs)
     "arm_crash_point",
@@ -135,6 +138,9 @@ impl<E: Engine> Host<E> {
             "kafka_dispatch" => self.kafka_dispatch(args).await,
             "kafka_journal" => self.kafka_journal(args).await,
             "kafka_wait" => self.kafka_wait(args).await,
+            "kafka_join" => self.kafka_join(args).await,
+            "kafka_release" => self.kafka_release(args).await,
+            "kafka_leave" => self.kafka_leave(args).await,
             "kafka_close" => self.kafka_close(args).await,
             // crash points (src/faults.rs)
             "arm_crash_point" => crate::faults::arm(args),
