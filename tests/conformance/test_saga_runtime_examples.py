@@ -6,12 +6,15 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conformance import FailureFile, Report, Verdict, replay, run_conformance, run_matrix
+from conformance._machine import RunContext
 from conformance._suites import BackendUnderTest, suite_named
 from conformance.cli import main
+from conformance.saga import _world as w
 from examples.broken_saga_runtimes import BROKEN_SAGA_RUNTIMES
 from tests._planted import PLANTED_SHRINK_S, planted_options
 
@@ -77,15 +80,17 @@ def test_a_backend_whose_database_refuses_some_commits_passes() -> None:
     assert result.verdict is Verdict.PASS, report.details()
 
 
-def test_a_unit_the_database_refuses_on_every_attempt_is_settled_as_rolled_back() -> None:
+@pytest.mark.parametrize("seed", [1, 6])
+def test_a_unit_the_database_refuses_on_every_attempt_is_settled_as_rolled_back(seed: int) -> None:
     """A database that refuses three COMMITs in a row now and then: a unit meeting such a burst is
     refused on every attempt and the runtime answers RolledBack, which the model takes as the
     unit's fate (S-TX-01, decided in conformance/saga/_base.database_refused); every row read back
-    must still be the model's."""
+    must still be the model's. Seed 6 once reported S-ROUTE-02 here: the harness's own planted
+    route row met a burst (see the test below)."""
     report = run_conformance(
         "examples.contended_saga_backend:refused_in_bursts",
         suites=("saga",),
-        seed=1,
+        seed=seed,
         examples=30,
         database_dir=None,
         failure_dir=None,
@@ -111,3 +116,27 @@ def test_a_commit_that_applied_but_is_reported_refused_is_caught(tmp_path: Path)
     (result,) = report.results
     assert result.verdict is Verdict.VIOLATION, report.details()
     assert result.failure is not None and result.failure.failure_file is not None
+
+
+def test_a_route_row_the_database_refused_on_every_attempt_is_not_planted() -> None:
+    """Seed 6 of ``refused_in_bursts`` (ci profile) reported S-ROUTE-02 at quiescence on this
+    program: the harness's own invalid route row (``route_walk``, S-ROUTE-04) met a burst of three
+    refused COMMITs, the plant gave up with an environment error after the model already held the
+    row, and the quiescence checks then ran anyway and found the row missing. The database's
+    refusal is a definite rollback (S-TX-01): the row is not planted, the model goes back, the walk
+    goes on; and a step stopped part-way is never judged at quiescence (``_machine.step``)."""
+    suite = suite_named("saga")
+    path = "examples.contended_saga_backend:refused_in_bursts"
+    context = RunContext(
+        "saga", "bursts", suite.make_target(BackendUnderTest("bursts", "saga", {"backend": path}))
+    )
+    machine: Any = context.machine_class(suite.machine())()
+    try:
+        machine.first_start(key=0)
+        machine.retire_spare()
+        machine.stale_worker_advances(fate="committed")
+        machine.route_walk()  # its plant is the 13th to 15th COMMIT: a whole burst
+        assert any("not planted" in line for line in machine.trace), machine.trace
+        assert not any(key.definition == w.UPLOAD_KEY for key in machine.model.routes.routes)
+    finally:
+        machine.teardown()  # quiescence: every row read back is the model's
