@@ -7,11 +7,12 @@ lightweight transaction runs at QUORUM/SERIAL over three replicas and needs two 
 ``ring_control`` is the ``server-crash`` seam for the ring: a cycle SIGKILLs *one* node and starts
 it again on its data directory; it returns once that node's process runs again and the other two
 answer CQL, so the ring serves (2 of 3) while the node replays its commit log and rejoins, and the
-examples that follow run their LWTs against a ring with one replica away, then back (``WriteTimeout``,
-``Unavailable`` and the driver's retry on the next host are what they meet, S-TX/C-ERR as ever).
-At most one node is ever away: a node still rejoining is the next cycle's victim again; only when
-all three answer does the victim move on to the next node (the seed and control-connection host
-too). ``rejoin_s`` keeps how long each restarted node took to answer CQL itself.
+steps that follow run their lightweight transactions against a ring with one replica away and then
+rejoining (``WriteTimeout`` / ``Unavailable`` / the driver's retry on the next host are what they
+meet; the store's translations and the contract's rules as ever). Before the next kill
+(``before_crash``, called by ``conformance/crash/_commit.server_crash``) the control waits until all
+three nodes answer, so one node at most is ever away; the victims go round the ring (node 3, then
+the seed and first contact point, then node 2). ``rejoin_s``: restart until the node itself answered.
 
 Run it (the ring up first: ``python -m conformance.services._cassandra_ring up`` with a private
 ``RATCHET_SERVICES_DIR`` and ports)::
@@ -29,7 +30,7 @@ import time
 from pathlib import Path
 
 from conformance.services._cassandra_ring import NODES, RingNode, nodes
-from conformance.services._process import ServiceControlError, kill_tree
+from conformance.services._process import ServiceControlError, kill_tree, port_open
 from conformance.services._server import say_to
 from conformance.services._settings import Settings
 from impls.api import MembershipDirectory
@@ -37,6 +38,12 @@ from impls.cql import CqlMessageStore, CqlOutbox, open_cql_outbox, open_cql_stor
 
 REPLICATION_FACTOR = 3
 REJOIN_TIMEOUT_S = 360.0
+
+
+def _answers(node: RingNode) -> bool:
+    """The node answers CQL (its port is tried first: the driver logs a whole traceback for a
+    node that refuses the connection)."""
+    return node.live() is not None and port_open(node.port, node.address) and node.ready()
 
 
 def ring_endpoint(settings: Settings | None = None) -> str:
@@ -63,8 +70,8 @@ class RingNodeControl:
     def __init__(self, ring: list[RingNode]) -> None:
         self._ring = ring
         self._victim = NODES - 1  # node 3 first: neither the seed nor the first contact point
-        self._lock = threading.Lock()
-        self.rejoin_s: list[float] = []
+        self.rejoin_s: list[float] = []  # restart until the node itself answered CQL
+        self.waited_s: list[float] = []  # before_crash: until every node answered
 
     @property
     def _node(self) -> RingNode:
@@ -85,19 +92,21 @@ class RingNodeControl:
             recorded = "unknown"
         return f"{recorded}, RF {REPLICATION_FACTOR}, QUORUM/SERIAL (the ring's other two replicas)"
 
+    def before_crash(self) -> None:
+        """Wait until every node answers (the last victim rejoined): then one kill leaves two."""
+        started = time.monotonic()
+        while not all(_answers(node) for node in self._ring):
+            if time.monotonic() - started > REJOIN_TIMEOUT_S:
+                away = ", ".join(str(n.index) for n in self._ring if not _answers(n))
+                raise ServiceControlError(f"ring node(s) {away} still away after {REJOIN_TIMEOUT_S:.0f}s")
+            time.sleep(1.0)
+        self.waited_s.append(time.monotonic() - started)
+
     def pid(self) -> int:
-        """The victim's pid: the node still away, if one is, else the node after the last victim."""
-        with self._lock:
-            away = [i for i, node in enumerate(self._ring) if node.live() is None or not node.ready()]
-            if len(away) > 1:
-                numbers = ", ".join(str(i + 1) for i in away)
-                raise ServiceControlError(f"ring nodes {numbers} are away: not killing another one")
-            if away:
-                self._victim = away[0]
-            pid = self._node.live()
-            if pid is None:
-                raise ServiceControlError(f"ring node {self._node.index} is not running")
-            return pid
+        pid = self._node.live()
+        if pid is None:
+            raise ServiceControlError(f"ring node {self._node.index} is not running")
+        return pid
 
     def kill(self) -> None:
         pid = self._node.live()
@@ -111,7 +120,7 @@ class RingNodeControl:
         started = time.monotonic()
         node.start()
         others = [other for other in self._ring if other is not node]
-        while not all(other.ready() for other in others) or node.live() is None:
+        while not all(_answers(other) for other in others) or node.live() is None:
             if node.live() is None:
                 raise ServiceControlError(f"ring node {node.index} exited while starting ({node.dir}/log)")
             if time.monotonic() - started > REJOIN_TIMEOUT_S:
@@ -124,7 +133,7 @@ class RingNodeControl:
         while time.monotonic() - started < REJOIN_TIMEOUT_S:
             if node.live() is None:
                 return  # killed again before it answered
-            if node.ready():
+            if _answers(node):
                 self.rejoin_s.append(time.monotonic() - started)
                 return
             time.sleep(1.0)
