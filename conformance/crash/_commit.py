@@ -128,10 +128,12 @@ class DurabilityCommitMachine(CommitMachine):
         before = getattr(control, "before_crash", None)
         if not callable(before):
             return
+        started = time.monotonic()
         try:
             before()
         except ServiceControlError as exc:
             raise HarnessEnvironmentError(f"server-crash: {exc}") from None
+        self.target.slot.waited(self.context, time.monotonic() - started)
 
     async def _until_clients_reconnect(self, control: ServiceControl) -> None:
         """The server answers; now wait until this example's own clients do (a driver may back off
