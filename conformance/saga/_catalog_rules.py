@@ -372,6 +372,6 @@ class CatalogRules(SagaMachineBase):
             m.query_definition(self.model, w.SPARE_KEY),
             self.runtime.query_definition(w.SPARE_KEY),
         )
-        entry = self.model.catalog.entries[w.SPARE_KEY]
-        if entry.lifecycle is m.Lifecycle.RETIRED:
+        entry = self.model.catalog.entries.get(w.SPARE_KEY)  # none if the database refused it (S-TX-01)
+        if entry is not None and entry.lifecycle is m.Lifecycle.RETIRED:
             self.context.reach("retired-definition-touched")
