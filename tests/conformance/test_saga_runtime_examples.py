@@ -16,6 +16,7 @@ from conformance._suites import BackendUnderTest, suite_named
 from conformance.cli import main
 from conformance.saga import _world as w
 from examples.broken_saga_runtimes import BROKEN_SAGA_RUNTIMES
+from examples.contended_saga_backend import BURST, BURST_EVERY
 from tests._planted import PLANTED_SHRINK_S, planted_options
 
 # Fixed seeds whose search and shrink take few examples.
@@ -140,3 +141,22 @@ def test_a_route_row_the_database_refused_on_every_attempt_is_not_planted() -> N
         assert not any(key.definition == w.UPLOAD_KEY for key in machine.model.routes.routes)
     finally:
         machine.teardown()  # quiescence: every row read back is the model's
+
+
+def test_a_spare_definition_the_database_refused_is_not_walked_to_retirement() -> None:
+    """Seed 0 of ``refused_in_bursts`` (ci profile) raised ``KeyError`` in ``retire_spare``: the
+    spare definition's publication met a burst, the runtime answered RolledBack and the model went
+    back (S-TX-01), and the walk then read the spare's catalog entry as if it had been published."""
+    suite = suite_named("saga")
+    path = "examples.contended_saga_backend:refused_in_bursts"
+    backend = BackendUnderTest("bursts", "saga", {"backend": path})
+    context = RunContext("saga", "bursts", suite.make_target(backend))
+    machine: Any = context.machine_class(suite.machine())()
+    try:
+        machine.first_start(key=0)
+        orchestrator = machine.runtime._runtime._raw["orchestrator"]
+        orchestrator.commits = BURST * (BURST_EVERY - 1)  # the next three COMMITs are refused
+        machine.retire_spare()
+        assert w.SPARE_KEY not in machine.model.catalog.entries
+    finally:
+        machine.teardown()
