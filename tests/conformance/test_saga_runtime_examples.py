@@ -17,6 +17,7 @@ from conformance.cli import main
 from conformance.saga import _world as w
 from examples.broken_saga_runtimes import BROKEN_SAGA_RUNTIMES
 from examples.contended_saga_backend import BURST, BURST_EVERY
+from model import saga as m
 from tests._planted import PLANTED_SHRINK_S, planted_options
 
 # Fixed seeds whose search and shrink take few examples.
@@ -160,3 +161,31 @@ def test_a_spare_definition_the_database_refused_is_not_walked_to_retirement() -
         assert w.SPARE_KEY not in machine.model.catalog.entries
     finally:
         machine.teardown()
+
+
+def test_a_paused_saga_whose_resume_the_database_refused_is_resumed_again_at_quiescence() -> None:
+    """Seed 2 of ``refused_in_bursts`` (ci profile) hung at quiescence: the operator's resume of a
+    paused saga met a burst, the saga stayed paused (S-TX-01) and its result was deferred on every
+    delivery of the settling loop (S-MGT-05). The operator now asks again."""
+    suite = suite_named("saga")
+    path = "examples.contended_saga_backend:refused_in_bursts"
+    backend = BackendUnderTest("bursts", "saga", {"backend": path})
+    context = RunContext("saga", "bursts", suite.make_target(backend))
+    machine: Any = context.machine_class(suite.machine())()
+    try:
+        machine.first_start(key=0)
+        pause = {"index": 0, "who": "operator", "expect": "none", "reuse": False, "tenant": "own"}
+        machine.manage(action="pause", fate="committed", **pause)
+        paused = [saga_id for saga_id in machine.model.instances if m.is_paused(machine.model, saga_id)]
+        assert paused, machine.trace
+        orchestrator = machine.runtime._runtime._raw["orchestrator"]
+        resume_all = machine.resume_all
+
+        def resume_in_a_burst() -> None:
+            orchestrator.commits = BURST * (BURST_EVERY - 1)  # the next three COMMITs are refused
+            resume_all()
+
+        machine.resume_all = resume_in_a_burst
+    finally:
+        machine.teardown()  # quiescence: resumes, settles and compares every row
+    assert not any(m.is_paused(machine.model, saga_id) for saga_id in machine.model.instances)
