@@ -211,7 +211,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         self.program: list[Step] = []
         self.trace: list[str] = []  # what the system under test was asked in the current step
         self.failed = False
-        self.cut_short = False  # a step was stopped before it ran (budget, signal, peer)
+        self.cut_short = False  # a step was stopped before it ran (budget, signal, peer) or part-way
         self.context.stats.examples += 1
         self.context.example_reached = set()
         self._last_progress = 0
@@ -325,6 +325,12 @@ def step(function: F) -> F:
             self._environment_check()
             violation.context.setdefault("at", f"step {len(self.program)}")
             self.record_failure(violation)
+            raise
+        except BaseException:
+            # Anything else (an environment error, a crash of the runtime under test) stopped the
+            # step part-way, with the model perhaps moved ahead of the backend: the example did not
+            # run to its end, so its end checks would judge half a step. The exception is the report.
+            self.cut_short = True
             raise
         self._environment_check()
         progress = self.context.progress

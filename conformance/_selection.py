@@ -11,6 +11,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
+import attrs
+
 from conformance._usage import UsageError
 from conformance.backends import expand_backends
 
@@ -96,3 +98,18 @@ def with_committer_flag(
     if not any(backend.family == "commit" for backend, _ in pairs):
         raise UsageError("--committer applies to the commit suites (store, commit) only")
     return [(with_committer(b, committer) if b.family == "commit" else b, s) for b, s in pairs]
+
+
+def with_control_flag(
+    pairs: list[tuple[BackendUnderTest, Suite]], control: str | None
+) -> list[tuple[BackendUnderTest, Suite]]:
+    """``--control`` fills the ``control`` role (a ``conformance.crash.ServiceControl`` factory) of
+    every custom backend of the run; a named backend keeps the registry's own."""
+    if control is None:
+        return pairs
+    if not any(not backend.is_registered() for backend, _ in pairs):
+        raise UsageError("--control applies to a custom backend (--store, --saga-backend) only")
+    return [
+        (b if b.is_registered() else attrs.evolve(b, factories={**b.factories, "control": control}), s)
+        for b, s in pairs
+    ]

@@ -38,6 +38,7 @@ from conformance._selection import (
     given_customs,
     pairs_to_run,
     with_committer_flag,
+    with_control_flag,
 )
 from conformance._usage import (
     OneLineParser,
@@ -109,6 +110,12 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
         "--committer",
         metavar="MODULE:FACTORY",
         help="a committer for the commit suite, called as impls.commit.MessageCommitter (default: it)",
+    )
+    parser.add_argument(
+        "--control",
+        metavar="MODULE:FACTORY",
+        help="a conformance.crash.ServiceControl factory for a custom backend: the durability suites "
+        "then kill its server (server-crash)",
     )
     parser.add_argument(
         "--service",
@@ -223,7 +230,7 @@ def _run(args: argparse.Namespace) -> int:
         split = parse_split(args.workers, args.shard)
     except ValueError as exc:
         raise UsageError(str(exc)) from None
-    pairs = with_committer_flag(pairs_to_run(args), args.committer)
+    pairs = with_control_flag(with_committer_flag(pairs_to_run(args), args.committer), args.control)
     try:
         faults = FaultFilter.parse(args.faults)
     except ValueError as exc:

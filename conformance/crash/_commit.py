@@ -108,6 +108,7 @@ class DurabilityCommitMachine(CommitMachine):
         if control is None or not self._crash_enabled():
             return  # replayed on a backend without control: the step is a no-op, as in the run
         self.crashes += 1
+        self._before_crash(control)
         try:
             if moment == "between-steps":
                 cycle = self.target.slot.cycle(self.context, control)
@@ -120,6 +121,19 @@ class DurabilityCommitMachine(CommitMachine):
             self._read_everything_back(f"after server-crash ({control.durability()})")
         except Violation as violation:
             raise self._lost_writes(violation, control) from None
+
+    def _before_crash(self, control: ServiceControl) -> None:
+        """A control may need the service whole again before the next kill (optional
+        ``before_crash``: a ring waits until its last victim rejoined, so one node at most is away)."""
+        before = getattr(control, "before_crash", None)
+        if not callable(before):
+            return
+        started = time.monotonic()
+        try:
+            before()
+        except ServiceControlError as exc:
+            raise HarnessEnvironmentError(f"server-crash: {exc}") from None
+        self.target.slot.waited(self.context, time.monotonic() - started)
 
     async def _until_clients_reconnect(self, control: ServiceControl) -> None:
         """The server answers; now wait until this example's own clients do (a driver may back off

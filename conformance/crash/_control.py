@@ -11,8 +11,11 @@ fault; the coverage gate then says "server-crash: not applicable".
 A control knows which process serves the backend (``pid``), where its data lives (``data_dir``),
 how to kill it (``kill``: the process and its children, returning once they are gone) and how to
 start it again (``restart``: returning once it answers a real client query, not merely once the
-port is open). ``crash_cycle`` does both and times them. ``InFlightCrash`` runs a cycle on a
-thread, so the kill lands while a call of the machine's thread is in flight.
+port is open). ``crash_cycle`` does both and times them. Optional: ``crash_profiles`` (the
+profiles that may restart it) and ``before_crash()`` (block until the service can take the next
+kill: the ring's control waits there until its last victim rejoined, ``_ring.RingNodeControl``).
+``InFlightCrash`` runs a cycle on a thread, so the kill lands while a call of the machine's thread
+is in flight.
 
 Implementations: ``_project.ScriptedService`` (the services ``scripts/services`` starts) and
 ``_local.LocalRedis`` (a private redis-server the harness spawns itself: examples and tests).

@@ -29,6 +29,7 @@ class ControlSlot:
     factory: Callable[[], Any] | None
     control: ServiceControl | None = None
     cycles: list[CrashCycle] = attrs.field(factory=list)
+    waits: list[float] = attrs.field(factory=list)
 
     def get(self, context: RunContext) -> ServiceControl | None:
         """The control if ``server-crash`` applies to this run; records why not in the details."""
@@ -63,6 +64,13 @@ class ControlSlot:
             raise HarnessEnvironmentError(f"server-crash: {exc}") from None
         self.record(context, cycle)
         return cycle
+
+    def waited(self, context: RunContext, seconds: float) -> None:
+        """Time a control's ``before_crash`` held the run (the ring: its last victim rejoining)."""
+        self.waits.append(seconds)
+        context.stats.details["server-crash waits"] = (
+            f"{len(self.waits)} before a kill, {sum(self.waits):.0f}s in all, max {max(self.waits):.0f}s"
+        )
 
     def record(self, context: RunContext, cycle: CrashCycle) -> None:
         self.cycles.append(cycle)

@@ -125,7 +125,8 @@ class CatalogRules(SagaMachineBase):
 
     def _plant_invalid_route(self, index: int, lease_ms: int = w.ROUTE_LEASE_MS) -> bool:
         """A route row written around ``register_capability`` (say, by an older release) on the
-        candidate: its activation must refuse while the row breaks the transport contract (S-ROUTE-04)."""
+        candidate: its activation must refuse while the row breaks the transport contract (S-ROUTE-04).
+        False when there is no candidate to plant on, or when the database refused the row."""
         entry = self.model.catalog.entries.get(w.UPLOAD_KEY)
         if entry is None or entry.lifecycle is not m.Lifecycle.CANDIDATE:
             return False
@@ -133,9 +134,16 @@ class CatalogRules(SagaMachineBase):
         existing = self.model.routes.routes.get(key)
         generation = 1 if existing is None else existing.generation + 1
         route = m.CapabilityRoute(w.descriptor(key, w.VALID_SHAPES), generation, self.now + lease_ms)
-        self.model = attrs.evolve(self.model, routes=m.RouteTable({**self.model.routes.routes, key: route}))
-        self.runtime.plant_route(route)
-        return True
+        before = self.model
+        self.model = attrs.evolve(before, routes=m.RouteTable({**before.routes.routes, key: route}))
+        if self.runtime.plant_route(route):
+            return True
+        # A contended database refused the row on every attempt: nothing of it applied (S-TX-01),
+        # so the model goes back and the walk goes on without it.
+        self.model = before
+        self.refated()
+        self.note("the database refused the harness's route row on every attempt: not planted")
+        return False
 
     @precondition(lambda self: self.caps.routes)
     @rule(
@@ -364,6 +372,6 @@ class CatalogRules(SagaMachineBase):
             m.query_definition(self.model, w.SPARE_KEY),
             self.runtime.query_definition(w.SPARE_KEY),
         )
-        entry = self.model.catalog.entries[w.SPARE_KEY]
-        if entry.lifecycle is m.Lifecycle.RETIRED:
+        entry = self.model.catalog.entries.get(w.SPARE_KEY)  # none if the database refused it (S-TX-01)
+        if entry is not None and entry.lifecycle is m.Lifecycle.RETIRED:
             self.context.reach("retired-definition-touched")

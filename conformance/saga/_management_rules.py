@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from conformance._machine import step
+from conformance._violations import HarnessEnvironmentError
 from conformance.saga import _world as w
 from conformance.saga._base import SagaMachineBase, fates, indexes
 from model import saga as m
@@ -52,6 +53,8 @@ _ACTION_RULE = {
     m.ManagementAction.RETRY_COMPENSATION: "S-MGT-07",
     m.ManagementAction.MANUAL_CLOSE: "S-MGT-08",
 }
+#: Resumes the operator asks for at quiescence before giving up on a database that refuses them.
+RESUME_TRIES = 5
 
 
 class ManagementRules(SagaMachineBase):
@@ -201,13 +204,21 @@ class ManagementRules(SagaMachineBase):
         if not self.caps.management:
             return
         for saga_id in sorted(self.model.instances):
-            if m.is_paused(self.model, saga_id):
+            for _ in range(RESUME_TRIES):
+                # A contended database may refuse the resume on every attempt of one call (S-TX-01):
+                # the operator asks again, since a saga left paused defers its results for ever.
+                if not m.is_paused(self.model, saga_id):
+                    break
                 tenant = self.model.instances[saga_id].definition.tenant
                 operation_id = f"resume-{saga_id}-{m.control_of(self.model, saga_id).revision}"
                 self._manage(
                     m.Manage(
                         m.ManagementAction.RESUME, OPERATOR, tenant, saga_id, operation_id, now_ms=self.now
                     )
+                )
+            if m.is_paused(self.model, saga_id):
+                raise HarnessEnvironmentError(
+                    f"the database refused the operator's resume of a paused saga {RESUME_TRIES} times"
                 )
 
     def operate_manual(self) -> bool:

@@ -371,7 +371,7 @@ class NasagaRuntime(NasagaManagement):
     def catalog_snapshot(self, now_ms: int) -> object:
         raise NotImplementedError
 
-    def plant_route(self, route: m.CapabilityRoute) -> None:
+    def plant_route(self, route: m.CapabilityRoute) -> bool:
         raise NotImplementedError
 
     # -- read-backs ------------------------------------------------------------------------

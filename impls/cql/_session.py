@@ -34,40 +34,56 @@ from model.commit import MessageStoreError, StoreErrorKind
 CONTACT_ENV = SERVICES["cassandra"].env_var
 DEFAULT_CONTACT = SERVICES["cassandra"].default
 DEFAULT_PORT = CQL_DEFAULT_PORT  # for a contact that names only a host
-_SIMPLE_RF1: Mapping[str, str] = {"class": "SimpleStrategy", "replication_factor": "1"}
 
 
 def contact_from_env() -> str:
     return endpoint("cassandra")
 
 
+def simple_replication(factor: int) -> dict[str, str]:
+    """``SimpleStrategy`` with ``factor`` replicas: 1 for the single test node, 3 for a ring."""
+    return {"class": "SimpleStrategy", "replication_factor": str(factor)}
+
+
 @attrs.frozen
 class CqlSettings:
-    """Where the backend lives and how it talks to it. Defaults suit the local test server."""
+    """Where the backend lives and how it talks to it. Defaults suit the local test server.
 
-    contact: str = attrs.field(factory=contact_from_env)  # "host:port"
+    ``contact`` is one ``host:port`` or, for a ring, several contact points sharing one port
+    (``127.0.0.1:9042,127.0.0.2:9042,127.0.0.3:9042``): the driver starts from any that answers and
+    finds the others through the ring's own peer tables, so one node away does not stop a connect.
+    """
+
+    contact: str = attrs.field(factory=contact_from_env)  # "host:port[,host:port...]"
     keyspace: str = "ratchet"
-    replication: Mapping[str, str] = attrs.field(factory=lambda: dict(_SIMPLE_RF1))
+    replication: Mapping[str, str] = attrs.field(factory=lambda: simple_replication(1))
     request_timeout_s: float = 10.0  # client-side; past it the driver raises OperationTimedOut
     connect_timeout_s: float = 5.0
     schema_timeout_s: float = 60.0
 
     @classmethod
     def from_endpoint(cls, endpoint: str | None) -> CqlSettings:
-        """Settings for a ``host:port`` contact, optionally with ``?request_timeout_s=S`` (the form
-        the harness's fault proxy hands a store, so a stalled answer outlasts the client's timeout)."""
+        """Settings for a contact (``host:port``, or a ring's comma-separated contact points),
+        optionally with ``?request_timeout_s=S`` (the form the harness's fault proxy hands a store,
+        so a stalled answer outlasts the client's timeout) and ``replication_factor=N`` (a ring's
+        keyspace: N replicas, so QUORUM and SERIAL need N // 2 + 1 of them)."""
         if endpoint is None:
             return cls()
-        contact, _, options = endpoint.partition("?")
-        timeouts = parse_qs(options).get("request_timeout_s")
-        if not timeouts:
-            return cls(contact=contact)
+        contact, _, text = endpoint.partition("?")
+        options = parse_qs(text)
+        changes: dict[str, Any] = {"contact": contact}
         try:
-            timeout = float(timeouts[-1])
+            if "request_timeout_s" in options:
+                changes["request_timeout_s"] = float(options["request_timeout_s"][-1])
+            if "replication_factor" in options:
+                factor = int(options["replication_factor"][-1])
+                if factor < 1:
+                    raise ValueError(factor)
+                changes["replication"] = simple_replication(factor)
         except ValueError:
-            detail = "the request timeout is not a number"
+            detail = "the request timeout or the replication factor is not a number"
             raise MessageStoreError(StoreErrorKind.UNAVAILABLE, detail) from None
-        return cls(contact=contact, request_timeout_s=timeout)
+        return cls(**changes)
 
 
 @attrs.frozen(eq=False)
@@ -118,8 +134,18 @@ def _split_contact(contact: str) -> tuple[str, int]:
     return host, int(port) if port else DEFAULT_PORT
 
 
+def _contact_points(contact: str) -> tuple[list[str], int]:
+    """The hosts of one or several comma-separated contact points, which must share a port (the
+    driver's ``Cluster`` takes one port for all of them)."""
+    points = [_split_contact(part) for part in contact.split(",")]
+    ports = {port for _, port in points}
+    if len(ports) != 1:
+        raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "the ring's contact points use different ports")
+    return [host for host, _ in points], ports.pop()
+
+
 def _connect(settings: CqlSettings) -> _Connection:
-    host, port = _split_contact(settings.contact)
+    hosts, port = _contact_points(settings.contact)
     profile = ExecutionProfile(
         load_balancing_policy=DCAwareRoundRobinPolicy(),
         consistency_level=ConsistencyLevel.QUORUM,
@@ -128,7 +154,7 @@ def _connect(settings: CqlSettings) -> _Connection:
         row_factory=dict_factory,
     )
     cluster = Cluster(
-        contact_points=[host],
+        contact_points=hosts,
         port=port,
         execution_profiles={EXEC_PROFILE_DEFAULT: profile},
         connect_timeout=settings.connect_timeout_s,

@@ -77,6 +77,10 @@ def _one_line_error(capsys: pytest.CaptureFixture[str]) -> str:
         (["run", "--time-budget", "0"], "argument --time-budget"),
         (["run", "--time-budget", "soon"], "argument --time-budget"),
         (["replay"], "the following arguments are required: file"),
+        (
+            ["run", "--backend", "memory", "--control", "conformance.crash:redis_control"],
+            "--control applies to a custom backend",
+        ),
     ],
 )
 def test_a_bad_command_line_is_one_line_and_exit_2(
@@ -297,3 +301,19 @@ def test_two_custom_stores_failing_alike_keep_separate_failure_files(
     assert names[0].startswith("custom-store-C-POST-02-two_stores.first-")
     assert names[1].startswith("custom-store-C-POST-02-two_stores.second-")
     assert "--trust two_stores" in capsys.readouterr().out  # the replay command printed works as is
+
+
+def test_control_fills_the_control_role_of_a_custom_backend_only() -> None:
+    """``--control``: the ``server-crash`` seam for a custom backend (the three-node ring's
+    ``conformance.crash._ring:ring_control``); a named backend keeps the registry's own."""
+    from conformance._selection import with_control_flag
+    from conformance._suites import FAMILIES, load_suites, suite_named
+
+    load_suites()
+    suite = suite_named("durability")
+    named = FAMILIES["commit"].backends()["memory"]
+    custom = FAMILIES["commit"].custom_backend("ring", "conformance.crash._ring:open_ring_store")
+    pairs = with_control_flag([(named, suite), (custom, suite)], "conformance.crash._ring:ring_control")
+    assert pairs[0][0] == named
+    assert pairs[1][0].factories["control"] == "conformance.crash._ring:ring_control"
+    assert pairs[1][0].factories["store"] == "conformance.crash._ring:open_ring_store"

@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance._machine import BudgetSpent, RecordedFailure, RunContext, Step
+from conformance._machine import BudgetSpent, RecordedFailure, RunContext, Step, step
 from conformance._suites import BackendUnderTest, suite_named
-from conformance._violations import Violation
+from conformance._violations import HarnessEnvironmentError, Violation
 
 # Its quiescence alone breaks S-PART-03 (a zero-step example would be judged and recorded).
 BROKEN = "examples.broken_saga_backends:gate_keyed_on_command_id"
@@ -43,3 +43,23 @@ def test_the_same_example_finished_is_judged_at_quiescence() -> None:
         machine.teardown()  # type: ignore[attr-defined]
     assert raised.value.rule_id == "S-PART-03"
     assert context.last_failure is not None and context.last_failure.program == []
+
+
+def test_an_example_whose_step_stopped_part_way_is_not_judged_at_quiescence() -> None:
+    """Found on ``examples.contended_saga_backend:refused_in_bursts`` at seed 6: a step that raised
+    an environment error after moving the model (the harness's route row refused three times) was
+    still judged at quiescence, and the Violation raised there replaced the environment error."""
+    suite = suite_named("saga")
+    backend = BackendUnderTest("gate", "saga", {"backend": BROKEN}, None)
+    context = RunContext("saga", "gate", suite.make_target(backend))
+
+    class Stopped(context.machine_class(suite.machine())):  # type: ignore[misc]
+        @step
+        def server_went_away(self) -> None:
+            raise HarnessEnvironmentError("the server went away")
+
+    machine = Stopped()
+    with pytest.raises(HarnessEnvironmentError):
+        machine.server_went_away()
+    machine.teardown()  # its quiescence alone would break S-PART-03 (the test above)
+    assert context.last_failure is None

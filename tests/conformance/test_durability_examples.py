@@ -82,13 +82,24 @@ def test_the_non_durable_redis_configuration_is_caught_by_server_crash(tmp_path:
     assert replayed.reproduced and replayed.same_rule, replayed.describe()
 
 
-_durable: LocalRedis | None = None
+class CountedRedis(LocalRedis):
+    """A durable private server whose control counts the harness's ``before_crash`` calls (the
+    three-node ring's control waits there for its last victim, ``conformance/crash/_ring.py``)."""
+
+    before_crashes = 0
+
+    def before_crash(self) -> None:
+        self.before_crashes += 1
 
 
-def durable_control() -> LocalRedis:
+_durable: CountedRedis | None = None
+
+
+def durable_control() -> CountedRedis:
     global _durable
     if _durable is None:
-        _durable = LocalRedis(durable=True).start()
+        _durable = CountedRedis(durable=True)
+        _durable.start()
     return _durable
 
 
@@ -120,3 +131,5 @@ def test_the_redis_store_on_a_durable_server_survives_server_crash(tmp_path: Pat
     (result,) = report.results
     assert result.verdict is Verdict.PASS, report.details()
     assert result.stats.faults["server-crash"] > 0
+    assert _durable is not None and _durable.before_crashes == result.stats.faults["server-crash"]
+    assert "server-crash waits" in result.stats.details

@@ -6,13 +6,18 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from conformance import FailureFile, Report, Verdict, replay, run_conformance, run_matrix
+from conformance._machine import RunContext
 from conformance._suites import BackendUnderTest, suite_named
 from conformance.cli import main
+from conformance.saga import _world as w
 from examples.broken_saga_runtimes import BROKEN_SAGA_RUNTIMES
+from examples.contended_saga_backend import BURST, BURST_EVERY
+from model import saga as m
 from tests._planted import PLANTED_SHRINK_S, planted_options
 
 # Fixed seeds whose search and shrink take few examples.
@@ -77,15 +82,17 @@ def test_a_backend_whose_database_refuses_some_commits_passes() -> None:
     assert result.verdict is Verdict.PASS, report.details()
 
 
-def test_a_unit_the_database_refuses_on_every_attempt_is_settled_as_rolled_back() -> None:
+@pytest.mark.parametrize("seed", [1, 6])
+def test_a_unit_the_database_refuses_on_every_attempt_is_settled_as_rolled_back(seed: int) -> None:
     """A database that refuses three COMMITs in a row now and then: a unit meeting such a burst is
     refused on every attempt and the runtime answers RolledBack, which the model takes as the
     unit's fate (S-TX-01, decided in conformance/saga/_base.database_refused); every row read back
-    must still be the model's."""
+    must still be the model's. Seed 6 once reported S-ROUTE-02 here: the harness's own planted
+    route row met a burst (see the test below)."""
     report = run_conformance(
         "examples.contended_saga_backend:refused_in_bursts",
         suites=("saga",),
-        seed=1,
+        seed=seed,
         examples=30,
         database_dir=None,
         failure_dir=None,
@@ -111,3 +118,74 @@ def test_a_commit_that_applied_but_is_reported_refused_is_caught(tmp_path: Path)
     (result,) = report.results
     assert result.verdict is Verdict.VIOLATION, report.details()
     assert result.failure is not None and result.failure.failure_file is not None
+
+
+def test_a_route_row_the_database_refused_on_every_attempt_is_not_planted() -> None:
+    """Seed 6 of ``refused_in_bursts`` (ci profile) reported S-ROUTE-02 at quiescence on this
+    program: the harness's own invalid route row (``route_walk``, S-ROUTE-04) met a burst of three
+    refused COMMITs, the plant gave up with an environment error after the model already held the
+    row, and the quiescence checks then ran anyway and found the row missing. The database's
+    refusal is a definite rollback (S-TX-01): the row is not planted, the model goes back, the walk
+    goes on; and a step stopped part-way is never judged at quiescence (``_machine.step``)."""
+    suite = suite_named("saga")
+    path = "examples.contended_saga_backend:refused_in_bursts"
+    context = RunContext(
+        "saga", "bursts", suite.make_target(BackendUnderTest("bursts", "saga", {"backend": path}))
+    )
+    machine: Any = context.machine_class(suite.machine())()
+    try:
+        machine.first_start(key=0)
+        machine.retire_spare()
+        machine.stale_worker_advances(fate="committed")
+        machine.route_walk()  # its plant is the 13th to 15th COMMIT: a whole burst
+        assert any("not planted" in line for line in machine.trace), machine.trace
+        assert not any(key.definition == w.UPLOAD_KEY for key in machine.model.routes.routes)
+    finally:
+        machine.teardown()  # quiescence: every row read back is the model's
+
+
+def test_a_spare_definition_the_database_refused_is_not_walked_to_retirement() -> None:
+    """Seed 0 of ``refused_in_bursts`` (ci profile) raised ``KeyError`` in ``retire_spare``: the
+    spare definition's publication met a burst, the runtime answered RolledBack and the model went
+    back (S-TX-01), and the walk then read the spare's catalog entry as if it had been published."""
+    suite = suite_named("saga")
+    path = "examples.contended_saga_backend:refused_in_bursts"
+    backend = BackendUnderTest("bursts", "saga", {"backend": path})
+    context = RunContext("saga", "bursts", suite.make_target(backend))
+    machine: Any = context.machine_class(suite.machine())()
+    try:
+        machine.first_start(key=0)
+        orchestrator = machine.runtime._runtime._raw["orchestrator"]
+        orchestrator.commits = BURST * (BURST_EVERY - 1)  # the next three COMMITs are refused
+        machine.retire_spare()
+        assert w.SPARE_KEY not in machine.model.catalog.entries
+    finally:
+        machine.teardown()
+
+
+def test_a_paused_saga_whose_resume_the_database_refused_is_resumed_again_at_quiescence() -> None:
+    """Seed 2 of ``refused_in_bursts`` (ci profile) hung at quiescence: the operator's resume of a
+    paused saga met a burst, the saga stayed paused (S-TX-01) and its result was deferred on every
+    delivery of the settling loop (S-MGT-05). The operator now asks again."""
+    suite = suite_named("saga")
+    path = "examples.contended_saga_backend:refused_in_bursts"
+    backend = BackendUnderTest("bursts", "saga", {"backend": path})
+    context = RunContext("saga", "bursts", suite.make_target(backend))
+    machine: Any = context.machine_class(suite.machine())()
+    try:
+        machine.first_start(key=0)
+        pause = {"index": 0, "who": "operator", "expect": "none", "reuse": False, "tenant": "own"}
+        machine.manage(action="pause", fate="committed", **pause)
+        paused = [saga_id for saga_id in machine.model.instances if m.is_paused(machine.model, saga_id)]
+        assert paused, machine.trace
+        orchestrator = machine.runtime._runtime._raw["orchestrator"]
+        resume_all = machine.resume_all
+
+        def resume_in_a_burst() -> None:
+            orchestrator.commits = BURST * (BURST_EVERY - 1)  # the next three COMMITs are refused
+            resume_all()
+
+        machine.resume_all = resume_in_a_burst
+    finally:
+        machine.teardown()  # quiescence: resumes, settles and compares every row
+    assert not any(m.is_paused(machine.model, saga_id) for saga_id in machine.model.instances)
