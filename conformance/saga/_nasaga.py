@@ -48,6 +48,7 @@ from conformance.saga._nasaga_terms import (
     project,
     result_of,
 )
+from conformance.saga._nasaga_undriven import NasagaUndriven
 from conformance.saga._port import (
     CatalogObservation,
     FateHook,
@@ -83,7 +84,7 @@ def _close_hosts() -> None:
     _HOSTS.clear()
 
 
-class NasagaRuntime(NasagaManagement):
+class NasagaRuntime(NasagaUndriven, NasagaManagement):
     """nasaga's Orchestrator and one participant runtime per owner, on one namespace."""
 
     capabilities = CAPABILITIES
@@ -341,38 +342,6 @@ class NasagaRuntime(NasagaManagement):
                 return Seen("deferred")  # rolled back, redelivered after resume (S-MGT-05)
             return Seen("refused") if refused.startswith("result.") else Seen(refused)
         return Seen("duplicate") if body.outcome == "duplicate" else Seen("accepted")
-
-    # -- timers and routes: not driven (capabilities) --------------------------------------
-
-    def claim_timer(self, timer_id: str, worker: str, now_ms: int, lease_ms: int) -> object:
-        raise NotImplementedError
-
-    def fire_timer(self, timer_id: str, token: int, now_ms: int) -> object:
-        raise NotImplementedError
-
-    def renew_timer(self, timer_id: str, token: int, now_ms: int, lease_ms: int) -> object:
-        raise NotImplementedError
-
-    def release_timer(self, timer_id: str, token: int, now_ms: int) -> object:
-        raise NotImplementedError
-
-    def register_capability(self, request: m.RegisterCapability) -> object:
-        raise NotImplementedError
-
-    def renew_capability(self, request: m.RenewCapability) -> object:
-        raise NotImplementedError
-
-    def select_capability_routes(self, query: m.RouteQuery, now_ms: int) -> object:
-        raise NotImplementedError
-
-    def select_capability_route(self, query: m.RouteQuery, now_ms: int) -> object:
-        raise NotImplementedError
-
-    def catalog_snapshot(self, now_ms: int) -> object:
-        raise NotImplementedError
-
-    def plant_route(self, route: m.CapabilityRoute) -> bool:
-        raise NotImplementedError
 
     # -- read-backs ------------------------------------------------------------------------
 
