@@ -15,11 +15,13 @@ from tests._planted import planted_options
 
 # Any seed catches every bug within the ci profile; on a real engine each example costs a few
 # hundred round trips, so each bug gets a seed whose search and shrink take the fewest examples
-# (Hypothesis draws the same programs on both engines, and on the memory backend too).
+# (Hypothesis draws the same programs on both engines, and on the memory backend too: seeds are
+# picked there, then measured here). Seeds 27 and 23 find their bugs at the 5th and 3rd example
+# (162 and 84 steps; seed 2 took 414 and 327), and their shrinks end at one and three steps.
 SEEDS = {
     "gate_keyed_on_command_id": 20_240_601,
-    "timer_ignores_fencing": 2,
-    "outbox_outside_transaction": 2,
+    "timer_ignores_fencing": 23,
+    "outbox_outside_transaction": 27,
 }
 SERVICES = {"postgres": "postgres", "mysql": "mariadb"}
 
