@@ -95,6 +95,24 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
                 "command outbox differs from the model",
                 {"expected": show(dict(expected.outbox)), "actual": show(dict(actual.outbox))},
             )
+        if None not in (actual.commands, expected.commands) and actual.commands != expected.commands:
+            raise Violation(
+                "S-ORCH-02",
+                "outboxed commands differ from the model",
+                {
+                    "expected": show(dict(expected.commands or {})),
+                    "actual": show(dict(actual.commands or {})),
+                },
+            )
+        if None not in (actual.controls, expected.controls) and actual.controls != expected.controls:
+            raise Violation(
+                "S-MGT-05",
+                "control states or revisions differ from the model",
+                {
+                    "expected": show(dict(expected.controls or {})),
+                    "actual": show(dict(actual.controls or {})),
+                },
+            )
         if actual.timers != expected.timers:
             raise Violation(
                 "S-TIMER-01",
@@ -230,6 +248,7 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
         ):
             self._start(0, 0, -1, "committed", "upload")  # its schema-declared raw input (S-START-11)
         self.catalog_touched = True
+        self.pause_one()  # one pause and its resume in every example, revisions read back (S-MGT-05)
         self.resume_all()  # a paused saga defers everything until its operator resumes it (S-MGT-05)
         self.after_step()
         self._settle(handover=self.caps.management and self.caps.recovery_actions)

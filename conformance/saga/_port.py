@@ -115,6 +115,12 @@ class Observation:
     journal: tuple[m.JournalEntry, ...]  # ordered by (saga id, revision)
     outbox: Mapping[str, bool]  # command id -> published
     timers: Mapping[str, m.Timer]
+    #: Each command as its outbox row holds it (S-ORCH-02: the message a participant receives),
+    #: or None where the runtime does not show it.
+    commands: Mapping[str, m.CommandEnvelope] | None = None
+    #: Each retained instance's control state and revision (S-MGT-05: absent rows are active at
+    #: revision 1), or None where the runtime does not show it.
+    controls: Mapping[str, m.Control] | None = None
 
 
 @attrs.frozen
@@ -264,6 +270,8 @@ def model_observation(state: m.OrchestratorStore) -> Observation:
         tuple(sorted(state.journal, key=lambda e: (e.saga_id, e.revision))),
         {k: e.published for k, e in state.outbox.items()},
         dict(state.timers.timers),
+        {k: e.command for k, e in state.outbox.items()},
+        {saga_id: m.control_of(state, saga_id) for saga_id in state.instances},
     )
 
 

@@ -236,9 +236,15 @@ class RatchetRuntime:
     # -- read-backs: the backends' rows, raw
 
     def observe(self) -> Observation:
-        instances, journal, commands, timers = read_only(
+        instances, journal, commands, timers, controls = read_only(
             self.orch_backend,
-            lambda tx: (tx.list_instances(), tx.journal(), tx.list_commands(), tx.list_timers()),
+            lambda tx: (
+                tx.list_instances(),
+                tx.journal(),
+                tx.list_commands(),
+                tx.list_timers(),
+                {r.saga_id: tx.load_control(r.saga_id) or m.ACTIVE_CONTROL for r in tx.list_instances()},
+            ),
         )
         for row in commands:
             # The row's definition columns are what retirement is checked against (S-CAT-07): they
@@ -255,6 +261,8 @@ class RatchetRuntime:
             tuple(journal_from_row(r) for r in journal),
             {r.command_id: r.published for r in commands},
             {r.timer_id: timer_from_row(r) for r in timers},
+            {r.command_id: r.envelope for r in commands},
+            controls,
         )
 
     def observe_catalog(self) -> CatalogObservation:
