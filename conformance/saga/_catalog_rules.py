@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import attrs
 from hypothesis import strategies as st
@@ -13,6 +13,7 @@ from conformance._machine import step
 from conformance.saga import _world as w
 from conformance.saga._base import SagaMachineBase, fates, indexes, unwrapped
 from conformance.saga._faults import STALE_GENERATION
+from conformance.saga._port import ReferencePort
 from model import saga as m
 
 #: The rule a transport-contract refusal breaks (S-ROUTE-05..08; the credentials digest: S-ROUTE-01).
@@ -333,6 +334,36 @@ class CatalogRules(SagaMachineBase):
         self.expect("S-ROUTE-12", single, self.runtime.select_capability_route(query, self.now))
         self.context.reach(f"select-one:{type(single).__name__}")
 
+    def _reference(self, op: str, reference: m.DefinitionReference) -> object:
+        """Record or release one migration or audit reference beside the model (S-CAT-07, S-CAT-11)."""
+        port = cast(ReferencePort, self.runtime)
+        expected: object
+        if op == "record":
+            self.model, expected = m.record_reference(self.model, m.RecordReference(reference))
+            actual = port.record_reference(reference)
+        else:
+            self.model, expected = m.release_reference(self.model, reference)
+            actual = port.release_reference(reference)
+        self.expect("S-CAT-07" if op == "record" else "S-CAT-11", expected, actual)
+        return expected
+
+    def _recorded_references_block(self, key: m.DefinitionKey) -> None:
+        """A migration and an audit reference recorded on a deprecated definition block its
+        retirement, each until it is released; a second release finds nothing, and a reference to
+        an unknown definition is refused (S-CAT-07, S-CAT-11)."""
+        kinds = (m.ReferenceKind.MIGRATION, m.ReferenceKind.AUDIT)
+        references = [m.DefinitionReference(kind, key, f"{kind.value}-1") for kind in kinds]
+        unknown = attrs.evolve(key, version=key.version + 100)
+        self._reference("record", m.DefinitionReference(m.ReferenceKind.MIGRATION, unknown, "migration-0"))
+        for reference in references:
+            self._reference("record", reference)
+        for reference in references:
+            if isinstance(self._lifecycle(key, m.LifecycleAction.RETIRE), m.RetirementBlocked):
+                self.context.reach("retirement-blocked-by-recorded-reference")
+            if isinstance(self._reference("release", reference), m.ReferenceReleased):
+                self.context.reach("recorded-reference-released")
+            self._reference("release", reference)  # released once: the second finds none
+
     @precondition(lambda self: self.caps.routes)
     @rule()
     @step
@@ -356,6 +387,8 @@ class CatalogRules(SagaMachineBase):
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.DEPRECATE)
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.RETIRE)
         self.now += w.LEASE_MS  # the replica stopped renewing; its lease runs out
+        if self.caps.recorded_references:
+            self._recorded_references_block(w.SPARE_KEY)
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.RETIRE)
         self._register(key, 1, key.owner, w.ROUTE_LEASE_MS, "committed")
         self._renew(key, self.generations.get(key, [1])[-1], key.owner, "committed")

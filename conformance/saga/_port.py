@@ -79,6 +79,9 @@ class RuntimeCapabilities:
     manual_close: bool = True
     #: The business query API (get, list, audit trail) is read back (S-MGT-09, S-MGT-10).
     business_queries: bool = True
+    #: Migration and audit references are recorded and released through ``ReferencePort``, and
+    #: block retirement while recorded (S-CAT-07, S-CAT-11). Off unless a runtime says so.
+    recorded_references: bool = False
     #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``
     #: (S-OBS-*). Off unless a runtime says so: one that shows none is judged on the rest.
     metrics: bool = False
@@ -175,6 +178,13 @@ class TransactionLog:
         """The refused transactions from ``start`` on that another transaction followed: the
         attempts the runtime ran again within the call that began at ``start`` (S-OBS-02)."""
         return sum(self.refused[start:-1])
+
+
+class ReferencePort(Protocol):
+    """What a runtime with ``RuntimeCapabilities.recorded_references`` also offers (S-CAT-07)."""
+
+    def record_reference(self, reference: m.DefinitionReference) -> object: ...
+    def release_reference(self, reference: m.DefinitionReference) -> object: ...
 
 
 class MetricsPort(Protocol):

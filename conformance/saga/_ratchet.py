@@ -67,7 +67,7 @@ def open_backend(factory: Callable[..., Any], namespace: str) -> SagaBackend:
 class RatchetRuntime:
     """``impls.saga.Orchestrator`` and ``Participant`` s beside the model (the strictest port)."""
 
-    capabilities = RuntimeCapabilities(metrics=True)
+    capabilities = RuntimeCapabilities(metrics=True, recorded_references=True)
     #: The classes a planted variant swaps (``examples/broken_saga_runtimes.py``).
     orchestrator_class: type[Orchestrator] = Orchestrator
     participant_class: type[Participant] = Participant
@@ -140,6 +140,12 @@ class RatchetRuntime:
 
     def release_instance(self, saga_id: str) -> object:
         return self.orch.release_instance(copy(saga_id))
+
+    def record_reference(self, reference: m.DefinitionReference) -> object:
+        return self.orch.record_reference(copy(reference))
+
+    def release_reference(self, reference: m.DefinitionReference) -> object:
+        return self.orch.release_reference(copy(reference))
 
     def register_capability(self, request: m.RegisterCapability) -> object:
         return self.orch.register_capability(copy(request))

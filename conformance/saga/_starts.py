@@ -99,7 +99,7 @@ class StartRules(SagaMachineBase):
         definition: str = "order",
         form: str = "declared",
         joined: bool = False,
-    ) -> None:
+    ) -> object:
         """A start beside the model (S-START-01..13, S-CAT-05, S-CAT-08).
 
         ``definition`` picks the order saga or the upload one (a candidate until activated,
@@ -143,6 +143,19 @@ class StartRules(SagaMachineBase):
             self.context.reach("non-json-start-admitted")
         if isinstance(expected, m.Started) and form == "none":
             self.context.reach("start-without-input-admitted")
+        return expected
+
+    def revoke_at_each_checkpoint(self) -> None:
+        """A start refused at each eligibility checkpoint the runtime passes (S-START-04): the
+        model's ``checkpoints`` of an attempt with no resumption (the runtime's create transaction
+        is never resumed: r = 0), so 0 before the snapshot and 1 before COMMIT. Each is
+        EligibilityRevoked at that checkpoint and writes nothing (``after_step``), in every example."""
+        request = m.StartAttempt(m.StartSaga(w.KEY, w.BUSINESS_KEYS[0]), self.now)
+        for checkpoint in m.checkpoints(request):
+            expected = self._start(0, 0, checkpoint, "committed")
+            self.after_step()
+            if expected == m.EligibilityRevoked(checkpoint):
+                self.context.reach(f"eligibility-revoked:{checkpoint}")
 
     @rule(action=st.sampled_from(["activate"] * 8 + ["deprecate", "retire"]))
     @step

@@ -64,9 +64,17 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["renew:StaleGeneration"] = "no stale route generation was fenced"
     targets["select-one:AmbiguousRoute"] = "no single-route selection met several targets"
     targets["retired-definition-touched"] = "no route was tried on a retired definition"
+    targets["retirement-blocked-by-recorded-reference"] = (
+        "no recorded migration or audit reference blocked a retirement (S-CAT-07)"
+    )
+    targets["recorded-reference-released"] = "no recorded reference was released (S-CAT-11)"
     targets["start:QuotaExhausted"] = "no start beyond the tenant's quota was refused"
     targets["non-json-start-admitted"] = "no schema-declared non-JSON start was admitted"
     targets["start-without-input-admitted"] = "no start without first-step input was admitted"
+    for checkpoint in (0, 1):  # the runtime's create transaction is never resumed (r = 0)
+        targets[f"eligibility-revoked:{checkpoint}"] = (
+            f"no start was refused at checkpoint {checkpoint} (S-START-04)"
+        )
     targets["joined-start-left-last-gate"] = "no joined start passed the gate its host owns"
     for how in DRAWN_FORGERIES:
         targets[f"forged-command:{how}"] = f"no command forged by {how} was refused (S-PART-05)"
@@ -102,6 +110,10 @@ REQUIRES: Mapping[str, set[str]] = {
     "fault:commit-unknown": {"injectable_fates"},
     "joined-start-left-last-gate": {"joined_starts"},
     "activation-blocked": {"raw_route_rows"},
+    **{
+        target: {"routes", "retirement", "recorded_references"}
+        for target in ("retirement-blocked-by-recorded-reference", "recorded-reference-released")
+    },
     "start:QuotaExhausted": {"quota"},
     **{f"forged-command:{how}": {"forged_command_fields"} for how in FIELD_FORGERIES},
     "forged-command:owner": {"misaddressed_commands"},
