@@ -55,6 +55,11 @@ def _key_order(key: m.CapabilityKey) -> tuple[str, str, int, int, str, str]:
     return (d.tenant, d.workflow, d.version, key.step_index, key.owner, key.replica)
 
 
+#: Shapes (``_world.DESCRIPTOR_SHAPES``) of a step's two replicas, one mix each: HTTP + gRPC,
+#: two Kafka topics, one Kafka topic, one Redis stream, gRPC twice (``_select_each_mix``).
+SELECTION_MIXES = ((0, 2), (3, 4), (3, 3), (5, 5), (2, 2))
+
+
 class CatalogRules(SagaMachineBase):
     # -- catalog publications and capability routes -------------------------------------
 
@@ -329,6 +334,20 @@ class CatalogRules(SagaMachineBase):
                 self.context.inject(STALE_GENERATION.name)
                 self._renew(key, held[-2], key.owner, "committed")
 
+    def _select_each_mix(self, key: m.CapabilityKey, other: m.CapabilityKey) -> None:
+        """The step's two replicas re-register in each mix of transports and targets, and both
+        selections are read beside the model after each (S-ROUTE-11, S-ROUTE-12): HTTP and gRPC
+        (two transports), two Kafka topics, one Kafka topic, one Redis stream, two gRPC replicas at
+        one address. A random program seldom lines two replicas of one step up on these."""
+        query = m.RouteQuery(key.definition, key.step_index)
+        for first, second in SELECTION_MIXES:
+            self._register(key, first, key.owner, w.LEASE_MS, "committed")
+            self._register(other, second, other.owner, w.LEASE_MS, "committed")
+            routes = m.select_capability_routes(self.model, query, self.now)
+            self.expect("S-ROUTE-11", routes, self.runtime.select_capability_routes(query, self.now))
+            self.context.reach(f"select:{type(routes).__name__}")
+            self._select_one(query)
+
     def _select_one(self, query: m.RouteQuery) -> None:
         single = m.select_capability_route(self.model, query, self.now)
         self.expect("S-ROUTE-12", single, self.runtime.select_capability_route(query, self.now))
@@ -384,6 +403,7 @@ class CatalogRules(SagaMachineBase):
         other = attrs.evolve(key, replica=w.REPLICAS[1])
         self._register(other, 1, other.owner, w.LEASE_MS, "committed")
         self._select_one(m.RouteQuery(w.SPARE_KEY, 0))
+        self._select_each_mix(key, other)
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.DEPRECATE)
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.RETIRE)
         self.now += w.LEASE_MS  # the replica stopped renewing; its lease runs out

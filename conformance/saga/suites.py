@@ -63,6 +63,7 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["route-retry-converged"] = "no lost route registration converged on its re-report"
     targets["renew:StaleGeneration"] = "no stale route generation was fenced"
     targets["select-one:AmbiguousRoute"] = "no single-route selection met several targets"
+    targets["select:AmbiguousRoute"] = "no route selection met several transports or targets (S-ROUTE-11)"
     targets["retired-definition-touched"] = "no route was tried on a retired definition"
     targets["retirement-blocked-by-recorded-reference"] = (
         "no recorded migration or audit reference blocked a retirement (S-CAT-07)"
@@ -131,6 +132,7 @@ REQUIRES: Mapping[str, set[str]] = {
             "renew:StaleGeneration",
             "route-retry-converged",
             "select-one:AmbiguousRoute",
+            "select:AmbiguousRoute",
             "retired-definition-touched",
         )
     },
