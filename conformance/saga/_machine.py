@@ -182,8 +182,11 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
         answered unknown until its budget is spent (the same hand-over, S-STEP-05), and k2's
         compensation is delivered.
         """
+        released = False
         for _ in range(40):
             self.leases.clear()
+            # once a saga finished while others wait on their next command (S-CAT-11)
+            released = released or self.release_beside_pending()
             self._relay_commands(crash=False)
             while self.wire.commands:
                 head = self.wire.commands[0]

@@ -176,6 +176,21 @@ class StartRules(SagaMachineBase):
             self.runtime.change_lifecycle(change, self.now),
         )
 
+    def release_beside_pending(self) -> bool:
+        """A finished saga released while another saga still has an unpublished command: only its
+        own pending commands may hold it (S-CAT-11). True once one was released."""
+        if not self.caps.instance_release:
+            return True
+        pending = {e.command.saga_id for e in self.model.outbox.values() if not e.published}
+        for saga_id in sorted(self.model.instances):
+            finished = self.model.instances[saga_id].status in m.TERMINAL_STATUSES
+            if finished and saga_id not in pending and pending:
+                self._release(saga_id)
+                self.context.reach("released-beside-pending")
+                self.after_step()
+                return True
+        return False
+
     @precondition(lambda self: self.caps.instance_release)
     @rule(index=indexes)
     @step
@@ -183,6 +198,10 @@ class StartRules(SagaMachineBase):
         ids = sorted(self.model.instances)
         if not ids:
             return
-        saga_id = ids[index % len(ids)]
+        finished = [s for s in ids if self.model.instances[s].status in m.TERMINAL_STATUSES]
+        pool = finished if finished and index % 4 else ids  # released as well as refused
+        self._release(pool[index % len(pool)])
+
+    def _release(self, saga_id: str) -> None:
         self.model, expected = m.release_instance(self.model, saga_id)
         self.expect("S-CAT-11", expected, self.runtime.release_instance(saga_id))
