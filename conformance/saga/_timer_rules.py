@@ -9,10 +9,14 @@ from conformance._machine import step
 from conformance.saga import _world as w
 from conformance.saga._base import SagaMachineBase, fates, indexes, unwrapped
 from conformance.saga._faults import LEASE_LOST
+from conformance.saga._metrics_checks import check_facts
 from model import saga as m
 
 
 class TimerRules(SagaMachineBase):
+    #: The database facts were compared once while a timer was leased (``claim_timer``).
+    leased_facts_checked = False
+
     # -- clock and timers ----------------------------------------------------------------
 
     @rule(ms=st.sampled_from([10, 60, 120, 500]))
@@ -55,6 +59,11 @@ class TimerRules(SagaMachineBase):
                 if other != worker and held == timer.timer_id:
                     self.context.inject(LEASE_LOST.name)  # the other worker still holds a stale token
             self.leases[worker] = (timer.timer_id, expected.token)
+            if self.caps.metrics and not self.leased_facts_checked:
+                # the timer gauges split scheduled from leased only while one is leased (S-OBS-06)
+                self.leased_facts_checked = True
+                check_facts(self)
+                self.context.reach("obs:facts-with-a-leased-timer")
 
     @precondition(lambda self: self.caps.timers)
     @rule(worker=st.sampled_from(w.WORKERS), fate=fates)

@@ -154,6 +154,7 @@ REQUIRES: Mapping[str, set[str]] = {
     "obs:failed-attempt-observed": {"metrics", "injectable_fates"},
     "obs:stale-fire-unobserved": {"metrics", "timers"},
     "obs:lateness-observed": {"metrics", "timers"},
+    "obs:facts-with-a-leased-timer": {"metrics", "timers"},
     "obs:counters-reconciled": {"metrics", "process_counters"},
 }
 
@@ -166,6 +167,7 @@ OBSERVABILITY_TARGETS = {
     "obs:failed-attempt-observed": "no failed or rolled-back attempt was reconciled in a stage",
     "obs:stale-fire-unobserved": "no stale fire was shown to observe no timer lateness",
     "obs:lateness-observed": "no timer fired late enough to land above zero",
+    "obs:facts-with-a-leased-timer": "the database facts were never compared while a timer was leased",
     "obs:counters-reconciled": "the process counters never reconciled with the harness's ledger",
 }
 
