@@ -58,6 +58,8 @@ def _key_order(key: m.CapabilityKey) -> tuple[str, str, int, int, str, str]:
 #: Shapes (``_world.DESCRIPTOR_SHAPES``) of a step's two replicas, one mix each: HTTP + gRPC,
 #: two Kafka topics, one Kafka topic, one Redis stream, gRPC twice (``_select_each_mix``).
 SELECTION_MIXES = ((0, 2), (3, 4), (3, 3), (5, 5), (2, 2))
+#: Principals that are no owner, one sorting before every owner and one after (``retire_spare``).
+STRANGERS = ("a-stranger", "z-stranger")
 
 
 class CatalogRules(SagaMachineBase):
@@ -397,6 +399,8 @@ class CatalogRules(SagaMachineBase):
         self.expect("S-CAT-02", published, self.runtime.publish_definition(w.SPARE, w.SPARE_DIGEST))
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.ACTIVATE)
         self._register(key, 0, key.owner, w.LEASE_MS, "committed")
+        for stranger in STRANGERS:  # principals sorting before and after the owner (S-ROUTE-01)
+            self._register(key, 0, stranger, w.LEASE_MS, "committed")
         # A second replica of the step at another address: the single-route read must refuse to
         # pick one (S-ROUTE-12). Directed here, on a walk most examples take, so that a ci run
         # reaches select-one:AmbiguousRoute whatever its seed (docs/ci-gate.md, "reach").
