@@ -340,7 +340,8 @@ class CatalogRules(SagaMachineBase):
         """The step's two replicas re-register in each mix of transports and targets, and both
         selections are read beside the model after each (S-ROUTE-11, S-ROUTE-12): HTTP and gRPC
         (two transports), two Kafka topics, one Kafka topic, one Redis stream, two gRPC replicas at
-        one address. A random program seldom lines two replicas of one step up on these."""
+        one address; then the next step, which holds none of them. A random program seldom lines
+        two replicas of one step up on these."""
         query = m.RouteQuery(key.definition, key.step_index)
         for first, second in SELECTION_MIXES:
             self._register(key, first, key.owner, w.LEASE_MS, "committed")
@@ -349,6 +350,12 @@ class CatalogRules(SagaMachineBase):
             self.expect("S-ROUTE-11", routes, self.runtime.select_capability_routes(query, self.now))
             self.context.reach(f"select:{type(routes).__name__}")
             self._select_one(query)
+        later = m.RouteQuery(key.definition, key.step_index + 1)  # holds none of the earlier step's
+        self.expect(
+            "S-ROUTE-11",
+            m.select_capability_routes(self.model, later, self.now),
+            self.runtime.select_capability_routes(later, self.now),
+        )
 
     def _select_one(self, query: m.RouteQuery) -> None:
         single = m.select_capability_route(self.model, query, self.now)

@@ -59,11 +59,15 @@ class TimerRules(SagaMachineBase):
                 if other != worker and held == timer.timer_id:
                     self.context.inject(LEASE_LOST.name)  # the other worker still holds a stale token
             self.leases[worker] = (timer.timer_id, expected.token)
-            if self.caps.metrics and not self.leased_facts_checked:
-                # the timer gauges split scheduled from leased only while one is leased (S-OBS-06)
+            if not self.leased_facts_checked:
+                # once per example, while the lease is held: the timer gauges split scheduled from
+                # leased (S-OBS-06), and a renewal by the holder extends it (S-TIMER-01)
                 self.leased_facts_checked = True
-                check_facts(self)
-                self.context.reach("obs:facts-with-a-leased-timer")
+                if self.caps.metrics:
+                    check_facts(self)
+                    self.context.reach("obs:facts-with-a-leased-timer")
+                unwrapped(type(self).renew_or_release)(self, worker=worker, renew=True)
+                self.context.reach("timer-renewed-while-held")
 
     @precondition(lambda self: self.caps.timers)
     @rule(worker=st.sampled_from(w.WORKERS), fate=fates)

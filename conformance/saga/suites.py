@@ -55,6 +55,7 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["manage:ManagementPrecondition"] = "no management precondition refused an action"
     targets["query:audit-with-records"] = "no audit trail with management records was read back"
     targets["query:next-page"] = "no second page of sagas was read"
+    targets["timer-renewed-while-held"] = "no timer lease was renewed by its holder while held"
     targets["fenced-write-refused"] = "no stale timer worker was refused"
     targets["absorbed-by-gate"] = "no attempt was absorbed by the participant gate"
     targets["publish:DefinitionConflict"] = "no publication conflicted with a published digest"
@@ -147,6 +148,7 @@ REQUIRES: Mapping[str, set[str]] = {
             "step:renew_or_release",
             "fault:lease-lost",
             "fenced-write-refused",
+            "timer-renewed-while-held",
         )
     },
     # A runtime that shows no metrics (``RuntimeCapabilities.metrics``) is not scraped (S-OBS-*).
