@@ -82,6 +82,9 @@ class RuntimeCapabilities:
     #: Migration and audit references are recorded and released through ``ReferencePort``, and
     #: block retirement while recorded (S-CAT-07, S-CAT-11). Off unless a runtime says so.
     recorded_references: bool = False
+    #: The runtime lists the timers a worker could claim now: ``DueTimersPort`` (S-TIMER-04). Off
+    #: unless a runtime says so.
+    lists_due_timers: bool = False
     #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``
     #: (S-OBS-*). Off unless a runtime says so: one that shows none is judged on the rest.
     metrics: bool = False
@@ -185,6 +188,12 @@ class ReferencePort(Protocol):
 
     def record_reference(self, reference: m.DefinitionReference) -> object: ...
     def release_reference(self, reference: m.DefinitionReference) -> object: ...
+
+
+class DueTimersPort(Protocol):
+    """What a runtime with ``RuntimeCapabilities.lists_due_timers`` also offers (S-TIMER-04)."""
+
+    def due_timer_ids(self, now_ms: int) -> tuple[str, ...]: ...
 
 
 class MetricsPort(Protocol):

@@ -67,7 +67,7 @@ def open_backend(factory: Callable[..., Any], namespace: str) -> SagaBackend:
 class RatchetRuntime:
     """``impls.saga.Orchestrator`` and ``Participant`` s beside the model (the strictest port)."""
 
-    capabilities = RuntimeCapabilities(metrics=True, recorded_references=True)
+    capabilities = RuntimeCapabilities(metrics=True, recorded_references=True, lists_due_timers=True)
     #: The classes a planted variant swaps (``examples/broken_saga_runtimes.py``).
     orchestrator_class: type[Orchestrator] = Orchestrator
     participant_class: type[Participant] = Participant
@@ -140,6 +140,9 @@ class RatchetRuntime:
 
     def release_instance(self, saga_id: str) -> object:
         return self.orch.release_instance(copy(saga_id))
+
+    def due_timer_ids(self, now_ms: int) -> tuple[str, ...]:
+        return tuple(sorted(r.timer_id for r in self.orch.due_timers(copy(now_ms))))
 
     def record_reference(self, reference: m.DefinitionReference) -> object:
         return self.orch.record_reference(copy(reference))

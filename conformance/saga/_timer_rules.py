@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from conformance._machine import step
+from conformance._violations import Violation
 from conformance.saga import _world as w
 from conformance.saga._base import SagaMachineBase, fates, indexes, unwrapped
 from conformance.saga._faults import LEASE_LOST
 from conformance.saga._metrics_checks import check_facts
+from conformance.saga._port import DueTimersPort
 from model import saga as m
 
 
@@ -39,6 +43,14 @@ class TimerRules(SagaMachineBase):
                 ),
             )
             due = m.due_timers(self.model.timers, self.now)
+        if self.caps.lists_due_timers:  # the runtime's own list of claimable timers (S-TIMER-04)
+            listed = cast(DueTimersPort, self.runtime).due_timer_ids(self.now)
+            if listed != tuple(sorted(t.timer_id for t in due)):
+                raise Violation(
+                    "S-TIMER-04",
+                    "the timers the runtime lists as claimable differ from the model's",
+                    {"expected": ", ".join(sorted(t.timer_id for t in due)), "actual": ", ".join(listed)},
+                )
         if not due:
             return
         # Expired leases first: taking one over is the interesting case (a stale holder remains).
