@@ -182,9 +182,16 @@ class StartRules(SagaMachineBase):
         if not self.caps.instance_release:
             return True
         pending = {e.command.saga_id for e in self.model.outbox.values() if not e.published}
-        for saga_id in sorted(self.model.instances):
-            finished = self.model.instances[saga_id].status in m.TERMINAL_STATUSES
-            if finished and saga_id not in pending and pending:
+        tenants = [i.definition.tenant for i in self.model.instances.values()]
+        for saga_id, instance in sorted(self.model.instances.items()):
+            finished = instance.status in m.TERMINAL_STATUSES
+            # one of several sagas of its tenant: the world keeps its tenants for later checks
+            if (
+                finished
+                and saga_id not in pending
+                and pending
+                and tenants.count(instance.definition.tenant) > 1
+            ):
                 self._release(saga_id)
                 self.context.reach("released-beside-pending")
                 self.after_step()
