@@ -19,6 +19,18 @@ stage_per_unit       S-OBS-02  a unit's transaction stage observes its first att
                                (on ``examples.contended_saga_backend``, which refuses some)
 ===================  ========  ==============================================================
 
+Two more break a row or an answer the suite reads back, not a metric (issue 15's harness
+columns: the checks that closed blind spots of ``make mutation``):
+
+=========================  ========  ========================================================
+factory                    rule      the bug
+=========================  ========  ========================================================
+pause_skips_a_revision     S-MGT-05  a pause or resume writes its control revision one too
+                                     high (the answer is right; the control row read back is not)
+references_never_released  S-CAT-11  releasing a migration or audit reference answers released
+                                     and deletes nothing (it blocks retirement for ever)
+=========================  ========  ========================================================
+
 ``BROKEN_SAGA_RUNTIMES`` maps each factory name to the rule ID the harness must report.
 """
 
@@ -27,6 +39,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from contextlib import AbstractContextManager, nullcontext
 
+import attrs
 from prometheus_client import CollectorRegistry, Counter
 
 from conformance._machine import SuiteStats
@@ -34,16 +47,23 @@ from conformance.saga._port import FateHook, SagaRuntime
 from conformance.saga._ratchet import RatchetRuntime
 from examples.contended_saga_backend import contended
 from impls.saga import Clock, EligibilityCheck, Orchestrator, Participant, RuntimeMetrics, always_eligible
-from impls.saga.memory import open_memory_saga_backend
+from impls.saga.memory import MemorySagaBackend, open_memory_saga_backend
+from impls.saga.memory._backend import MemoryTransaction
 from model.saga import (
     CommandEnvelope,
     CommandOutcome,
     CommandProcessed,
+    Control,
     Decision,
+    DefinitionReference,
+    OutcomeUnknown,
+    ReferenceReleased,
+    RolledBack,
     Stage,
     StartOutcome,
     StartSaga,
     Unit,
+    UnknownReference,
 )
 
 
@@ -94,6 +114,33 @@ class FirstAttemptMetrics(RuntimeMetrics):
         return first
 
 
+class _SkippingTransaction(MemoryTransaction):
+    def save_control(self, saga_id: str, control: Control, expected_revision: int) -> bool:
+        return super().save_control(
+            saga_id, attrs.evolve(control, revision=control.revision + 1), expected_revision
+        )
+
+
+class _SkippingBackend(MemorySagaBackend):
+    """S-MGT-05: every control row is saved one revision ahead of the one asked for."""
+
+    def begin(self) -> MemoryTransaction:
+        return _SkippingTransaction(self)
+
+
+class ReferencesKept(Orchestrator):
+    """S-CAT-11: a release of a recorded reference answers released and deletes nothing."""
+
+    def release_reference(
+        self, reference: DefinitionReference
+    ) -> ReferenceReleased | UnknownReference | RolledBack | OutcomeUnknown:
+        return ReferenceReleased(reference)
+
+
+class _ReferencesKeptRuntime(RatchetRuntime):
+    orchestrator_class = ReferencesKept
+
+
 class _RetryCountedTwiceRuntime(RatchetRuntime):
     participant_class = RetryCountedTwice
 
@@ -119,7 +166,17 @@ def stage_per_unit(namespace: str, fates: FateHook, stats: SuiteStats) -> SagaRu
     return _StagePerUnitRuntime(contended, namespace, fates, stats)
 
 
+def pause_skips_a_revision(namespace: str, fates: FateHook, stats: SuiteStats) -> SagaRuntime:
+    return RatchetRuntime(_SkippingBackend, namespace, fates, stats)
+
+
+def references_never_released(namespace: str, fates: FateHook, stats: SuiteStats) -> SagaRuntime:
+    return _ReferencesKeptRuntime(open_memory_saga_backend, namespace, fates, stats)
+
+
 BROKEN_SAGA_RUNTIMES: dict[str, str] = {
+    "pause_skips_a_revision": "S-MGT-05",
+    "references_never_released": "S-CAT-11",
     "retry_counted_twice": "S-OBS-04",
     "labels_by_tenant": "S-OBS-08",
     "stage_per_unit": "S-OBS-02",

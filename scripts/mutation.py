@@ -260,9 +260,11 @@ def run_package(
     size: int | None,
     retest: bool = False,
     budget_s: float | None = None,
+    only: frozenset[str] = frozenset(),
 ) -> None:
     """Mutate, sample and judge one package; ``retest``: judge again, with the harness as it is now,
-    only the sampled mutants that survived the last run (its results move to docs/mutation/before/)."""
+    only the sampled mutants that survived the last run (its results move to docs/mutation/before/);
+    ``only``: just these survivors (mutant ids), the before/ results left as they are."""
     spec = settings["packages"][package]
     BUILD.mkdir(parents=True, exist_ok=True)
     tree = tree_of(package)
@@ -271,10 +273,11 @@ def run_package(
     session = BUILD / f"{package}.sqlite"
     if retest:
         earlier = RESULTS / f"{package}.json"
-        (RESULTS / "before").mkdir(parents=True, exist_ok=True)
-        shutil.copy2(earlier, RESULTS / "before" / earlier.name)
+        if not only:
+            (RESULTS / "before").mkdir(parents=True, exist_ok=True)
+            shutil.copy2(earlier, RESULTS / "before" / earlier.name)
         total, drawable = json.loads((BUILD / f"{package}.meta.json").read_text())["counts"]
-        print(f"[mutation] {package}: {forget_survivors(session)} survivors to judge again", flush=True)
+        print(f"[mutation] {package}: {forget_survivors(session, only)} survivors to judge again", flush=True)
     else:
         session.unlink(missing_ok=True)
     test_command = f"{sys.executable} scripts/mutation.py test {package}"
@@ -318,12 +321,20 @@ def run_package(
     collect(package)
 
 
-def forget_survivors(session: Path) -> int:
-    """Drop the results of the mutants that survived, so that ``exec`` runs them again."""
+def forget_survivors(session: Path, only: frozenset[str] = frozenset()) -> int:
+    """Drop the results of the mutants that survived (``only``: of those ids), so that ``exec`` runs
+    them again."""
     import sqlite3
 
     with sqlite3.connect(session) as db:
-        return db.execute("DELETE FROM work_results WHERE test_outcome = 'SURVIVED'").rowcount
+        survivors = db.execute(
+            "SELECT r.job_id, m.module_path || ':' || m.operator_name || ':' || m.occurrence"
+            " FROM work_results r JOIN mutation_specs m ON m.job_id = r.job_id"
+            " WHERE r.test_outcome = 'SURVIVED'"
+        ).fetchall()
+        jobs = [(job,) for job, mutant in survivors if not only or mutant in only]
+        db.executemany("DELETE FROM work_results WHERE job_id = ?", jobs)
+        return len(jobs)
 
 
 def collect(package: str) -> None:
@@ -501,6 +512,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--sample", type=int, help="mutants per package (default: each package's sample)")
     run.add_argument("--retest", action="store_true", help="judge only the last run's survivors again")
     run.add_argument("--budget", type=float, help="seconds per package; then stop, results partial")
+    run.add_argument("--only", default="", help="with --retest: just these survivors (comma-separated ids)")
     shown = sub.add_parser("report", help="print the scores and the survivors (Markdown)")
     shown.add_argument("--results", type=Path, default=RESULTS, help="a results directory")
     partial = sub.add_parser("collect", help="write a package's results so far (a run cut short)")
@@ -520,7 +532,8 @@ def main(argv: list[str] | None = None) -> int:
     for package in args.packages or list(settings["packages"]):
         if package not in settings["packages"]:
             parser.error(f"unknown package {package!r}; known: {', '.join(settings['packages'])}")
-        run_package(package, settings, args.sample, retest=args.retest, budget_s=args.budget)
+        only = frozenset(filter(None, args.only.split(",")))
+        run_package(package, settings, args.sample, retest=args.retest, budget_s=args.budget, only=only)
     return 0
 
 

@@ -14,7 +14,7 @@ committer asks it. ``send_with_quota`` sends through a committer holding it, and
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import attrs
 from hypothesis import strategies as st
@@ -22,7 +22,8 @@ from hypothesis.stateful import Bundle, multiple, rule
 
 from conformance._machine import ConformanceMachine, step
 from conformance.commit import _vocabulary as v
-from impls.commit import MessageCommitter, Quota
+from impls.api import Clock
+from impls.commit import MessageCommitter, Quota, SenderQuota
 from model.commit import CommitErrorKind, CommitKey, TenantId, UserId
 
 #: New messages each sender of a tenant may start in one example.
@@ -30,12 +31,24 @@ QUOTA_LIMITS = {"t1": 1, "t2": 0}
 ACK = "ack"
 
 
+#: Longer than any example's clock span: the shipped quota's whole example is one window.
+SHIPPED_WINDOW_MS = 1 << 40
+
+
 @attrs.define
 class HarnessQuota:
-    """The suite's quota: a fixed allowance per (tenant, sender); every question is recorded."""
+    """The suite's quota: a fixed allowance per (tenant, sender); every question is recorded.
 
+    ``shipped``: the shipped ``SenderQuota`` of each tenant, set to the same allowance in one window
+    that outlasts the example, is asked beside it; where the two answer differently, ``disagreed``
+    says so (its documented policy, at most ``limit`` new messages per sender in a window, is what
+    the suite's allowance is)."""
+
+    clock: Clock | None = None
     granted: dict[tuple[TenantId, UserId], int] = attrs.field(factory=dict)
     asked: list[tuple[TenantId, UserId, bool]] = attrs.field(factory=list)
+    shipped: dict[TenantId, SenderQuota] = attrs.field(factory=dict)
+    disagreed: list[str] = attrs.field(factory=list)
 
     async def admit(self, tenant: TenantId, sender: UserId) -> bool:
         used = self.granted.get((tenant, sender), 0)
@@ -43,6 +56,12 @@ class HarnessQuota:
         if answer:
             self.granted[tenant, sender] = used + 1
         self.asked.append((tenant, sender, answer))
+        if self.clock is not None:
+            if tenant not in self.shipped:
+                limit = QUOTA_LIMITS.get(tenant, 0)
+                self.shipped[tenant] = SenderQuota(limit, self.clock, window_ms=SHIPPED_WINDOW_MS)
+            if await self.shipped[tenant].admit(tenant, sender) is not answer:
+                self.disagreed.append(f"SenderQuota answered {not answer} for {sender} of {tenant}")
         return answer
 
 
@@ -69,7 +88,7 @@ class QuotaRules(ConformanceMachine):
 
     def __init__(self) -> None:
         super().__init__()
-        self.harness_quota = HarnessQuota()
+        self.harness_quota = HarnessQuota(cast(Clock, self))  # the machine is the suites' clock
 
     @rule(target=reserved, key=st.sampled_from(v.KEYS))
     @step
@@ -87,6 +106,8 @@ class QuotaRules(ConformanceMachine):
         outcome = self.drive(lambda gate: committer.send(request))
         disturbed = self.oracle.disturbances > before
         answers = [answer for _, _, answer in quota.asked[asks:]]
+        if quota.disagreed:
+            raise self.oracle.fail("C-PRE-08", quota.disagreed[0]).violation
         reserved = commit_key in self.oracle.state.commits
         if existed and answers:
             raise self.oracle.fail(

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import Any, cast
 
 import attrs
 from hypothesis import strategies as st
@@ -13,6 +13,7 @@ from conformance._machine import step
 from conformance.saga import _world as w
 from conformance.saga._base import SagaMachineBase, fates, indexes, unwrapped
 from conformance.saga._faults import STALE_GENERATION
+from conformance.saga._port import ReferencePort
 from model import saga as m
 
 #: The rule a transport-contract refusal breaks (S-ROUTE-05..08; the credentials digest: S-ROUTE-01).
@@ -52,6 +53,13 @@ def _shape_of(descriptor: m.CapabilityDescriptor) -> int:
 def _key_order(key: m.CapabilityKey) -> tuple[str, str, int, int, str, str]:
     d = key.definition
     return (d.tenant, d.workflow, d.version, key.step_index, key.owner, key.replica)
+
+
+#: Shapes (``_world.DESCRIPTOR_SHAPES``) of a step's two replicas, one mix each: HTTP + gRPC,
+#: two Kafka topics, one Kafka topic, one Redis stream, gRPC twice (``_select_each_mix``).
+SELECTION_MIXES = ((0, 2), (3, 4), (3, 3), (5, 5), (2, 2))
+#: Principals that are no owner, one sorting before every owner and one after (``retire_spare``).
+STRANGERS = ("a-stranger", "z-stranger")
 
 
 class CatalogRules(SagaMachineBase):
@@ -336,10 +344,61 @@ class CatalogRules(SagaMachineBase):
                 self.context.inject(STALE_GENERATION.name)
                 self._renew(key, held[-2], key.owner, "committed")
 
+    def _select_each_mix(self, key: m.CapabilityKey, other: m.CapabilityKey) -> None:
+        """The step's two replicas re-register in each mix of transports and targets, and both
+        selections are read beside the model after each (S-ROUTE-11, S-ROUTE-12): HTTP and gRPC
+        (two transports), two Kafka topics, one Kafka topic, one Redis stream, two gRPC replicas at
+        one address; then the next step, which holds none of them. A random program seldom lines
+        two replicas of one step up on these."""
+        query = m.RouteQuery(key.definition, key.step_index)
+        for first, second in SELECTION_MIXES:
+            self._register(key, first, key.owner, w.LEASE_MS, "committed")
+            self._register(other, second, other.owner, w.LEASE_MS, "committed")
+            routes = m.select_capability_routes(self.model, query, self.now)
+            self.expect("S-ROUTE-11", routes, self.runtime.select_capability_routes(query, self.now))
+            self.context.reach(f"select:{type(routes).__name__}")
+            self._select_one(query)
+        later = m.RouteQuery(key.definition, key.step_index + 1)  # holds none of the earlier step's
+        self.expect(
+            "S-ROUTE-11",
+            m.select_capability_routes(self.model, later, self.now),
+            self.runtime.select_capability_routes(later, self.now),
+        )
+
     def _select_one(self, query: m.RouteQuery) -> None:
         single = m.select_capability_route(self.model, query, self.now)
         self.expect("S-ROUTE-12", single, self.runtime.select_capability_route(query, self.now))
         self.context.reach(f"select-one:{type(single).__name__}")
+
+    def _reference(self, op: str, reference: m.DefinitionReference) -> object:
+        """Record or release one migration or audit reference beside the model (S-CAT-07, S-CAT-11)."""
+        port = cast(ReferencePort, self.runtime)
+        expected: object
+        if op == "record":
+            self.model, expected = m.record_reference(self.model, m.RecordReference(reference))
+            actual = port.record_reference(reference)
+        else:
+            self.model, expected = m.release_reference(self.model, reference)
+            actual = port.release_reference(reference)
+        self.expect("S-CAT-07" if op == "record" else "S-CAT-11", expected, actual)
+        return expected
+
+    def _recorded_references_block(self, key: m.DefinitionKey) -> None:
+        """A migration and an audit reference recorded on a deprecated definition block its
+        retirement, each until it is released; a second release finds nothing, and a reference to
+        an unknown definition is refused (S-CAT-07, S-CAT-11)."""
+        kinds = (m.ReferenceKind.MIGRATION, m.ReferenceKind.AUDIT)
+        references = [m.DefinitionReference(kind, key, f"{kind.value}-1") for kind in kinds]
+        unknown = attrs.evolve(key, version=key.version + 100)
+        self._reference("record", m.DefinitionReference(m.ReferenceKind.MIGRATION, unknown, "migration-0"))
+        for reference in references:
+            self._reference("record", reference)
+        for reference in references:
+            if isinstance(self._lifecycle(key, m.LifecycleAction.RETIRE), m.RetirementBlocked):
+                self.context.reach("retirement-blocked-by-recorded-reference")
+            if isinstance(self._reference("release", reference), m.ReferenceReleased):
+                self.context.reach("recorded-reference-released")
+            self._reference("release", reference)  # released once: the second finds none
 
     @precondition(lambda self: self.caps.routes)
     @rule()
@@ -355,15 +414,20 @@ class CatalogRules(SagaMachineBase):
         self.expect("S-CAT-02", published, self.runtime.publish_definition(w.SPARE, w.SPARE_DIGEST))
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.ACTIVATE)
         self._register(key, 0, key.owner, w.LEASE_MS, "committed")
+        for stranger in STRANGERS:  # principals sorting before and after the owner (S-ROUTE-01)
+            self._register(key, 0, stranger, w.LEASE_MS, "committed")
         # A second replica of the step at another address: the single-route read must refuse to
         # pick one (S-ROUTE-12). Directed here, on a walk most examples take, so that a ci run
         # reaches select-one:AmbiguousRoute whatever its seed (docs/ci-gate.md, "reach").
         other = attrs.evolve(key, replica=w.REPLICAS[1])
         self._register(other, 1, other.owner, w.LEASE_MS, "committed")
         self._select_one(m.RouteQuery(w.SPARE_KEY, 0))
+        self._select_each_mix(key, other)
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.DEPRECATE)
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.RETIRE)
         self.now += w.LEASE_MS  # the replica stopped renewing; its lease runs out
+        if self.caps.recorded_references:
+            self._recorded_references_block(w.SPARE_KEY)
         self._lifecycle(w.SPARE_KEY, m.LifecycleAction.RETIRE)
         self._register(key, 1, key.owner, w.ROUTE_LEASE_MS, "committed")
         self._renew(key, self.generations.get(key, [1])[-1], key.owner, "committed")

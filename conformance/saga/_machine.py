@@ -95,6 +95,24 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
                 "command outbox differs from the model",
                 {"expected": show(dict(expected.outbox)), "actual": show(dict(actual.outbox))},
             )
+        if None not in (actual.commands, expected.commands) and actual.commands != expected.commands:
+            raise Violation(
+                "S-ORCH-02",
+                "outboxed commands differ from the model",
+                {
+                    "expected": show(dict(expected.commands or {})),
+                    "actual": show(dict(actual.commands or {})),
+                },
+            )
+        if None not in (actual.controls, expected.controls) and actual.controls != expected.controls:
+            raise Violation(
+                "S-MGT-05",
+                "control states or revisions differ from the model",
+                {
+                    "expected": show(dict(expected.controls or {})),
+                    "actual": show(dict(actual.controls or {})),
+                },
+            )
         if actual.timers != expected.timers:
             raise Violation(
                 "S-TIMER-01",
@@ -167,8 +185,11 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
         parity keeps both ``terminal:COMPENSATED`` and the retry reachable, and a replay of the
         program takes the same path.
         """
+        released = False
         for _ in range(40):
             self.leases.clear()
+            # once a saga finished while others wait on their next command (S-CAT-11)
+            released = released or self.release_beside_pending()
             self._relay_commands(crash=False)
             while self.wire.commands:
                 head = self.wire.commands[0]
@@ -234,7 +255,9 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
             i.definition == w.UPLOAD_KEY for i in self.model.instances.values()
         ):
             self._start(0, 0, -1, "committed", "upload")  # its schema-declared raw input (S-START-11)
+        self.revoke_at_each_checkpoint()  # each eligibility checkpoint says no once (S-START-04)
         self.catalog_touched = True
+        self.pause_one()  # one pause and its resume in every example, revisions read back (S-MGT-05)
         self.resume_all()  # a paused saga defers everything until its operator resumes it (S-MGT-05)
         self.after_step()
         self._settle(handover=self.caps.management and self.caps.recovery_actions)

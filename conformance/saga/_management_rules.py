@@ -199,6 +199,30 @@ class ManagementRules(SagaMachineBase):
                 self.context.reach("query:audit-with-records")
         self.expect("S-MGT-09" if kind == "audit" else "S-MGT-10", expected, actual)
 
+    def pause_one(self) -> None:
+        """The operator pauses the first unsettled saga that is not paused, with the revisions it
+        reads (S-MGT-04, S-MGT-05), so that every example applies a pause and its resume; the
+        control rows are then read back against the model (``after_step``)."""
+        if not self.caps.management:
+            return
+        for saga_id in sorted(self.model.instances):
+            instance = self.model.instances[saga_id]
+            if instance.status in m.SETTLED_STATUSES or m.is_paused(self.model, saga_id):
+                continue
+            control = m.control_of(self.model, saga_id)
+            request = m.Manage(
+                m.ManagementAction.PAUSE,
+                OPERATOR,
+                instance.definition.tenant,
+                saga_id,
+                f"pause-{saga_id}-{control.revision}",
+                m.Expectation(instance.revision, control.revision),
+                self.now,
+            )
+            self._manage(request, "current")
+            self.after_step()
+            return
+
     def resume_all(self) -> None:
         """The operator resumes every paused saga (at quiescence: results and timers flow again)."""
         if not self.caps.management:

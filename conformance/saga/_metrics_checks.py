@@ -33,7 +33,13 @@ from prometheus_client.parser import text_string_to_metric_families
 from conformance._machine import RunContext
 from conformance._violations import Violation
 from conformance.saga import _world as w
-from conformance.saga._port import MetricsPort, RuntimeCapabilities, SagaRuntime, sample_key
+from conformance.saga._port import (
+    MetricsObservation,
+    MetricsPort,
+    RuntimeCapabilities,
+    SagaRuntime,
+    sample_key,
+)
 from impls.saga import MetricsSnapshot
 from model import saga as m
 
@@ -404,14 +410,7 @@ def check_metrics(machine: _Machine) -> None:
             "S-OBS-04", "process counters differ from the harness's ledger", dict(ledger.counters), counters
         )
         reach("obs:counters-reconciled")
-    facts = _fact_samples(m.store_facts(machine.model))
-    shown = scrape.samples if observation.facts is None else observation.facts
-    _differ(
-        "S-OBS-06",
-        "database facts differ from the model",
-        {k: v for k, v in facts.items() if observation.facts is None or k in observation.facts},
-        {k: shown.get(k, 0) for k in facts if observation.facts is None or k in observation.facts},
-    )
+    check_facts(machine, observation)
     reach("obs:reconciled")
     if ledger.failed_attempts:
         reach("obs:failed-attempt-observed")
@@ -419,6 +418,16 @@ def check_metrics(machine: _Machine) -> None:
         reach("obs:stale-fire-unobserved")
     if any(late > 0 for late in ledger.lateness):
         reach("obs:lateness-observed")
+
+
+def check_facts(machine: _Machine, observation: MetricsObservation | None = None) -> None:
+    """The database facts the runtime shows vs the model's (S-OBS-06); a scrape of its own if none."""
+    observation = observation or cast(MetricsPort, machine.runtime).read_metrics()
+    facts = _fact_samples(m.store_facts(machine.model))
+    shown = parse(observation.exposition).samples if observation.facts is None else observation.facts
+    keys = [k for k in facts if observation.facts is None or k in observation.facts]
+    expected, actual = {k: facts[k] for k in keys}, {k: shown.get(k, 0) for k in keys}
+    _differ("S-OBS-06", "database facts differ from the model", expected, actual)
 
 
 def _declared(text: str) -> tuple[str, ...]:

@@ -90,6 +90,12 @@ class RuntimeCapabilities:
     manual_close: bool = True
     #: The business query API (get, list, audit trail) is read back (S-MGT-09, S-MGT-10).
     business_queries: bool = True
+    #: Migration and audit references are recorded and released through ``ReferencePort``, and
+    #: block retirement while recorded (S-CAT-07, S-CAT-11). Off unless a runtime says so.
+    recorded_references: bool = False
+    #: The runtime lists the timers a worker could claim now: ``DueTimersPort`` (S-TIMER-04). Off
+    #: unless a runtime says so.
+    lists_due_timers: bool = False
     #: The runtime's metrics can be scraped and its structured snapshot read: ``MetricsPort``
     #: (S-OBS-*). Off unless a runtime says so: one that shows none is judged on the rest.
     metrics: bool = False
@@ -139,6 +145,12 @@ class Observation:
     journal: tuple[m.JournalEntry, ...]  # ordered by (saga id, revision)
     outbox: Mapping[str, bool]  # command id -> published
     timers: Mapping[str, m.Timer]
+    #: Each command as its outbox row holds it (S-ORCH-02: the message a participant receives),
+    #: or None where the runtime does not show it.
+    commands: Mapping[str, m.CommandEnvelope] | None = None
+    #: Each retained instance's control state and revision (S-MGT-05: absent rows are active at
+    #: revision 1), or None where the runtime does not show it.
+    controls: Mapping[str, m.Control] | None = None
 
 
 @attrs.frozen
@@ -193,6 +205,19 @@ class TransactionLog:
         """The refused transactions from ``start`` on that another transaction followed: the
         attempts the runtime ran again within the call that began at ``start`` (S-OBS-02)."""
         return sum(self.refused[start:-1])
+
+
+class ReferencePort(Protocol):
+    """What a runtime with ``RuntimeCapabilities.recorded_references`` also offers (S-CAT-07)."""
+
+    def record_reference(self, reference: m.DefinitionReference) -> object: ...
+    def release_reference(self, reference: m.DefinitionReference) -> object: ...
+
+
+class DueTimersPort(Protocol):
+    """What a runtime with ``RuntimeCapabilities.lists_due_timers`` also offers (S-TIMER-04)."""
+
+    def due_timer_ids(self, now_ms: int) -> tuple[str, ...]: ...
 
 
 class MetricsPort(Protocol):
@@ -288,6 +313,8 @@ def model_observation(state: m.OrchestratorStore) -> Observation:
         tuple(sorted(state.journal, key=lambda e: (e.saga_id, e.revision))),
         {k: e.published for k, e in state.outbox.items()},
         dict(state.timers.timers),
+        {k: e.command for k, e in state.outbox.items()},
+        {saga_id: m.control_of(state, saga_id) for saga_id in state.instances},
     )
 
 

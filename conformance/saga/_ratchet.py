@@ -67,7 +67,7 @@ def open_backend(factory: Callable[..., Any], namespace: str) -> SagaBackend:
 class RatchetRuntime:
     """``impls.saga.Orchestrator`` and ``Participant`` s beside the model (the strictest port)."""
 
-    capabilities = RuntimeCapabilities(metrics=True)
+    capabilities = RuntimeCapabilities(metrics=True, recorded_references=True, lists_due_timers=True)
     #: The classes a planted variant swaps (``examples/broken_saga_runtimes.py``).
     orchestrator_class: type[Orchestrator] = Orchestrator
     participant_class: type[Participant] = Participant
@@ -140,6 +140,15 @@ class RatchetRuntime:
 
     def release_instance(self, saga_id: str) -> object:
         return self.orch.release_instance(copy(saga_id))
+
+    def due_timer_ids(self, now_ms: int) -> tuple[str, ...]:
+        return tuple(sorted(r.timer_id for r in self.orch.due_timers(copy(now_ms))))
+
+    def record_reference(self, reference: m.DefinitionReference) -> object:
+        return self.orch.record_reference(copy(reference))
+
+    def release_reference(self, reference: m.DefinitionReference) -> object:
+        return self.orch.release_reference(copy(reference))
 
     def register_capability(self, request: m.RegisterCapability) -> object:
         return self.orch.register_capability(copy(request))
@@ -236,9 +245,15 @@ class RatchetRuntime:
     # -- read-backs: the backends' rows, raw
 
     def observe(self) -> Observation:
-        instances, journal, commands, timers = read_only(
+        instances, journal, commands, timers, controls = read_only(
             self.orch_backend,
-            lambda tx: (tx.list_instances(), tx.journal(), tx.list_commands(), tx.list_timers()),
+            lambda tx: (
+                tx.list_instances(),
+                tx.journal(),
+                tx.list_commands(),
+                tx.list_timers(),
+                {r.saga_id: tx.load_control(r.saga_id) or m.ACTIVE_CONTROL for r in tx.list_instances()},
+            ),
         )
         for row in commands:
             # The row's definition columns are what retirement is checked against (S-CAT-07): they
@@ -255,6 +270,8 @@ class RatchetRuntime:
             tuple(journal_from_row(r) for r in journal),
             {r.command_id: r.published for r in commands},
             {r.timer_id: timer_from_row(r) for r in timers},
+            {r.command_id: r.envelope for r in commands},
+            controls,
         )
 
     def observe_catalog(self) -> CatalogObservation:

@@ -99,7 +99,7 @@ class StartRules(SagaMachineBase):
         definition: str = "order",
         form: str = "declared",
         joined: bool = False,
-    ) -> None:
+    ) -> object:
         """A start beside the model (S-START-01..13, S-CAT-05, S-CAT-08).
 
         ``definition`` picks the order saga or the upload one (a candidate until activated,
@@ -143,6 +143,19 @@ class StartRules(SagaMachineBase):
             self.context.reach("non-json-start-admitted")
         if isinstance(expected, m.Started) and form == "none":
             self.context.reach("start-without-input-admitted")
+        return expected
+
+    def revoke_at_each_checkpoint(self) -> None:
+        """A start refused at each eligibility checkpoint the runtime passes (S-START-04): the
+        model's ``checkpoints`` of an attempt with no resumption (the runtime's create transaction
+        is never resumed: r = 0), so 0 before the snapshot and 1 before COMMIT. Each is
+        EligibilityRevoked at that checkpoint and writes nothing (``after_step``), in every example."""
+        request = m.StartAttempt(m.StartSaga(w.KEY, w.BUSINESS_KEYS[0]), self.now)
+        for checkpoint in m.checkpoints(request):
+            expected = self._start(0, 0, checkpoint, "committed")
+            self.after_step()
+            if expected == m.EligibilityRevoked(checkpoint):
+                self.context.reach(f"eligibility-revoked:{checkpoint}")
 
     @rule(action=st.sampled_from(["activate"] * 8 + ["deprecate", "retire"]))
     @step
@@ -163,6 +176,28 @@ class StartRules(SagaMachineBase):
             self.runtime.change_lifecycle(change, self.now),
         )
 
+    def release_beside_pending(self) -> bool:
+        """A finished saga released while another saga still has an unpublished command: only its
+        own pending commands may hold it (S-CAT-11). True once one was released."""
+        if not self.caps.instance_release:
+            return True
+        pending = {e.command.saga_id for e in self.model.outbox.values() if not e.published}
+        tenants = [i.definition.tenant for i in self.model.instances.values()]
+        for saga_id, instance in sorted(self.model.instances.items()):
+            finished = instance.status in m.TERMINAL_STATUSES
+            # one of several sagas of its tenant: the world keeps its tenants for later checks
+            if (
+                finished
+                and saga_id not in pending
+                and pending
+                and tenants.count(instance.definition.tenant) > 1
+            ):
+                self._release(saga_id)
+                self.context.reach("released-beside-pending")
+                self.after_step()
+                return True
+        return False
+
     @precondition(lambda self: self.caps.instance_release)
     @rule(index=indexes)
     @step
@@ -170,6 +205,10 @@ class StartRules(SagaMachineBase):
         ids = sorted(self.model.instances)
         if not ids:
             return
-        saga_id = ids[index % len(ids)]
+        finished = [s for s in ids if self.model.instances[s].status in m.TERMINAL_STATUSES]
+        pool = finished if finished and index % 4 else ids  # released as well as refused
+        self._release(pool[index % len(pool)])
+
+    def _release(self, saga_id: str) -> None:
         self.model, expected = m.release_instance(self.model, saga_id)
         self.expect("S-CAT-11", expected, self.runtime.release_instance(saga_id))

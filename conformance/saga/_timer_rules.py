@@ -2,17 +2,25 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
 
 from conformance._machine import step
+from conformance._violations import Violation
 from conformance.saga import _world as w
 from conformance.saga._base import SagaMachineBase, fates, indexes, unwrapped
 from conformance.saga._faults import LEASE_LOST
+from conformance.saga._metrics_checks import check_facts
+from conformance.saga._port import DueTimersPort
 from model import saga as m
 
 
 class TimerRules(SagaMachineBase):
+    #: The database facts were compared once while a timer was leased (``claim_timer``).
+    leased_facts_checked = False
+
     # -- clock and timers ----------------------------------------------------------------
 
     @rule(ms=st.sampled_from([10, 60, 120, 500]))
@@ -35,6 +43,14 @@ class TimerRules(SagaMachineBase):
                 ),
             )
             due = m.due_timers(self.model.timers, self.now)
+        if self.caps.lists_due_timers:  # the runtime's own list of claimable timers (S-TIMER-04)
+            listed = cast(DueTimersPort, self.runtime).due_timer_ids(self.now)
+            if listed != tuple(sorted(t.timer_id for t in due)):
+                raise Violation(
+                    "S-TIMER-04",
+                    "the timers the runtime lists as claimable differ from the model's",
+                    {"expected": ", ".join(sorted(t.timer_id for t in due)), "actual": ", ".join(listed)},
+                )
         if not due:
             return
         # Expired leases first: taking one over is the interesting case (a stale holder remains).
@@ -55,6 +71,15 @@ class TimerRules(SagaMachineBase):
                 if other != worker and held == timer.timer_id:
                     self.context.inject(LEASE_LOST.name)  # the other worker still holds a stale token
             self.leases[worker] = (timer.timer_id, expected.token)
+            if not self.leased_facts_checked:
+                # once per example, while the lease is held: the timer gauges split scheduled from
+                # leased (S-OBS-06), and a renewal by the holder extends it (S-TIMER-01)
+                self.leased_facts_checked = True
+                if self.caps.metrics:
+                    check_facts(self)
+                    self.context.reach("obs:facts-with-a-leased-timer")
+                unwrapped(type(self).renew_or_release)(self, worker=worker, renew=True)
+                self.context.reach("timer-renewed-while-held")
 
     @precondition(lambda self: self.caps.timers)
     @rule(worker=st.sampled_from(w.WORKERS), fate=fates)

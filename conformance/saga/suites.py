@@ -55,6 +55,7 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["manage:ManagementPrecondition"] = "no management precondition refused an action"
     targets["query:audit-with-records"] = "no audit trail with management records was read back"
     targets["query:next-page"] = "no second page of sagas was read"
+    targets["timer-renewed-while-held"] = "no timer lease was renewed by its holder while held"
     targets["fenced-write-refused"] = "no stale timer worker was refused"
     targets["absorbed-by-gate"] = "no attempt was absorbed by the participant gate"
     targets["publish:DefinitionConflict"] = "no publication conflicted with a published digest"
@@ -63,10 +64,20 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["route-retry-converged"] = "no lost route registration converged on its re-report"
     targets["renew:StaleGeneration"] = "no stale route generation was fenced"
     targets["select-one:AmbiguousRoute"] = "no single-route selection met several targets"
+    targets["select:AmbiguousRoute"] = "no route selection met several transports or targets (S-ROUTE-11)"
     targets["retired-definition-touched"] = "no route was tried on a retired definition"
+    targets["retirement-blocked-by-recorded-reference"] = (
+        "no recorded migration or audit reference blocked a retirement (S-CAT-07)"
+    )
+    targets["recorded-reference-released"] = "no recorded reference was released (S-CAT-11)"
+    targets["released-beside-pending"] = "no finished saga was released while others had pending commands"
     targets["start:QuotaExhausted"] = "no start beyond the tenant's quota was refused"
     targets["non-json-start-admitted"] = "no schema-declared non-JSON start was admitted"
     targets["start-without-input-admitted"] = "no start without first-step input was admitted"
+    for checkpoint in (0, 1):  # the runtime's create transaction is never resumed (r = 0)
+        targets[f"eligibility-revoked:{checkpoint}"] = (
+            f"no start was refused at checkpoint {checkpoint} (S-START-04)"
+        )
     targets["joined-start-left-last-gate"] = "no joined start passed the gate its host owns"
     for how in DRAWN_FORGERIES:
         targets[f"forged-command:{how}"] = f"no command forged by {how} was refused (S-PART-05)"
@@ -105,10 +116,15 @@ REQUIRES: Mapping[str, set[str]] = {
     "fault:commit-unknown": {"injectable_fates"},
     "joined-start-left-last-gate": {"joined_starts"},
     "activation-blocked": {"raw_route_rows"},
+    **{
+        target: {"routes", "retirement", "recorded_references"}
+        for target in ("retirement-blocked-by-recorded-reference", "recorded-reference-released")
+    },
     "start:QuotaExhausted": {"quota"},
     **{f"forged-command:{how}": {"forged_command_fields"} for how in FIELD_FORGERIES},
     "forged-command:owner": {"misaddressed_commands"},
     "step:release_instance": {"instance_release"},
+    "released-beside-pending": {"instance_release"},
     "absorbed-by-gate": {"timers"},  # a second attempt of one effect follows a timeout
     **{
         target: {"routes"}
@@ -122,6 +138,7 @@ REQUIRES: Mapping[str, set[str]] = {
             "renew:StaleGeneration",
             "route-retry-converged",
             "select-one:AmbiguousRoute",
+            "select:AmbiguousRoute",
             "retired-definition-touched",
         )
     },
@@ -134,6 +151,7 @@ REQUIRES: Mapping[str, set[str]] = {
             "step:renew_or_release",
             "fault:lease-lost",
             "fenced-write-refused",
+            "timer-renewed-while-held",
         )
     },
     # A runtime that shows no metrics (``RuntimeCapabilities.metrics``) is not scraped (S-OBS-*).
@@ -141,6 +159,7 @@ REQUIRES: Mapping[str, set[str]] = {
     "obs:failed-attempt-observed": {"metrics", "injectable_fates"},
     "obs:stale-fire-unobserved": {"metrics", "timers"},
     "obs:lateness-observed": {"metrics", "timers"},
+    "obs:facts-with-a-leased-timer": {"metrics", "timers"},
     "obs:counters-reconciled": {"metrics", "process_counters"},
 }
 
@@ -153,6 +172,7 @@ OBSERVABILITY_TARGETS = {
     "obs:failed-attempt-observed": "no failed or rolled-back attempt was reconciled in a stage",
     "obs:stale-fire-unobserved": "no stale fire was shown to observe no timer lateness",
     "obs:lateness-observed": "no timer fired late enough to land above zero",
+    "obs:facts-with-a-leased-timer": "the database facts were never compared while a timer was leased",
     "obs:counters-reconciled": "the process counters never reconciled with the harness's ledger",
 }
 
