@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from conformance.saga._metrics_checks import canonical_bound
+from conformance.saga._metrics_scrape import canonical_bound
 from conformance.saga._port import MetricsObservation, sample_key
 from model import saga as m
 

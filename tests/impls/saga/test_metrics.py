@@ -8,7 +8,8 @@ from collections.abc import Callable
 import pytest
 from prometheus_client import CollectorRegistry
 
-from conformance.saga._metrics_checks import flatten, parse
+from conformance.saga._metrics_checks import flatten
+from conformance.saga._metrics_scrape import parse
 from impls.saga import RuntimeMetrics, SagaBackend, process_metrics, read_facts, with_facts
 from impls.saga.memory import open_memory_saga_backend
 from impls.sql import open_sqlite_saga_backend
