@@ -119,7 +119,16 @@ _UNITS: Mapping[str, m.Unit | m.Operation] = {
 #: Calls that count no metric but change the state later tallies read (a pause defers fires), or
 #: whose unit the database may refuse, or after which the model moved (``Ledgered.refused_call``:
 #: the state before the next call must be the one the model has after these too).
-_STATE_CHANGING = frozenset({"manage", "mark_command_published", "mark_result_published", "plant_route"})
+_STATE_CHANGING = frozenset(
+    {
+        "manage",
+        "mark_command_published",
+        "mark_result_published",
+        "plant_route",
+        "record_reference",
+        "release_reference",
+    }
+)
 
 
 class Ledgered:
