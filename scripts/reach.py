@@ -117,7 +117,7 @@ class Measured:
     def weakest(self) -> tuple[str, float, float, float] | None:
         """(target, share of examples reaching it, predicted chance a run misses it, the same
         from its worst run's share: examples are not quite independent draws)."""
-        if not self.counted_runs or not self.examples:
+        if not self.counted_runs or not self.examples or not self.targets:
             return None
         per_run = self.examples / self.counted_runs
         shares = {t: self.reaching[t] / self.examples for t in self.targets}
