@@ -73,11 +73,13 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
     @initialize(key=indexes)
     def opening(self, key: int) -> None:
         """Every example opens the same way, through recorded steps (so its program replays as it
-        ran; this rule is not one itself): the first start (``first_start``), then, on a runtime
-        with management, the management walk (``manage_walk``: every refusal and both pause and
-        resume once). Swarm testing switches rules off per example: a ci run's reach of what
-        ``manage`` draws rarely hung on the seed (docs/ci-gate.md, "reach"; issue 19, item 4)."""
+        ran; this rule is not one itself): the first start (``first_start``), its first command's
+        forged twins (``forge_walk``), then, on a runtime with management, the management walk
+        (``manage_walk``: every refusal and both pause and resume once). Swarm testing switches
+        rules off per example: a ci run's reach of what ``manage`` and ``forge_result`` draw
+        rarely hung on the seed (docs/ci-gate.md, "reach"; issue 19, item 4)."""
         self.first_start(key=key)
+        self.forge_walk()
         if self.caps.management:
             self.manage_walk()
 
