@@ -117,9 +117,6 @@ SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
             "postgres",
             "the shared SQL saga backend on PostgreSQL (psycopg 3, SERIALIZABLE + FOR UPDATE, shared tables)",
             control="conformance.crash:postgres_control",
-            # Every unit real transactions: with the opening's management walk (SagaMachine.opening)
-            # 100 examples reach every target (docs/ci-gate.md, "A gate that does not hang on the seed").
-            examples={"ci": 100},
         ),
         SagaBackendSpec(
             "mysql",
@@ -127,9 +124,6 @@ SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
             "mariadb",
             "the shared SQL saga backend on MariaDB/MySQL (PyMySQL, InnoDB SERIALIZABLE + FOR UPDATE)",
             control="conformance.crash:mariadb_control",
-            # Every unit real transactions: with the opening's management walk (SagaMachine.opening)
-            # 100 examples reach every target (docs/ci-gate.md, "A gate that does not hang on the seed").
-            examples={"ci": 100},
         ),
         SagaBackendSpec(
             "nasaga-pg",
