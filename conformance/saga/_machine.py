@@ -28,9 +28,11 @@ from __future__ import annotations
 
 from typing import cast
 
+from hypothesis.stateful import initialize
+
 from conformance._violations import Violation
 from conformance.saga import _world as w
-from conformance.saga._base import show, unwrapped
+from conformance.saga._base import indexes, show, unwrapped
 from conformance.saga._catalog_rules import CatalogRules
 from conformance.saga._deliveries import DeliveryRules
 from conformance.saga._management_rules import ManagementRules
@@ -67,6 +69,19 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
     def __init__(self) -> None:
         super().__init__()
         self._catalog_setup()
+
+    @initialize(key=indexes)
+    def opening(self, key: int) -> None:
+        """Every example opens the same way, through recorded steps (so its program replays as it
+        ran; this rule is not one itself): the first start (``first_start``), its first command's
+        forged twins (``forge_walk``), then, on a runtime with management, the management walk
+        (``manage_walk``: every refusal and both pause and resume once). Swarm testing switches
+        rules off per example: a ci run's reach of what ``manage`` and ``forge_result`` draw
+        rarely hung on the seed (docs/ci-gate.md, "reach"; issue 19, item 4)."""
+        self.first_start(key=key)
+        self.forge_walk()
+        if self.caps.management:
+            self.manage_walk()
 
     # -- checks ----------------------------------------------------------------------------
 

@@ -19,7 +19,7 @@ from hypothesis.stateful import precondition, rule
 from conformance._machine import step
 from conformance._violations import HarnessEnvironmentError
 from conformance.saga import _world as w
-from conformance.saga._base import SagaMachineBase, fates, indexes
+from conformance.saga._base import SagaMachineBase, fates, indexes, unwrapped
 from model import saga as m
 
 OPERATOR = m.ManagementContext("ops-1", "harness: operator action")
@@ -153,6 +153,29 @@ class ManagementRules(SagaMachineBase):
             self._manage(attrs.evolve(request, commit=m.CommitFate.ROLLED_BACK), expect)
             return
         self._manage(attrs.evolve(request, commit=self._set_fate(fate)), expect)
+
+    @step
+    def manage_walk(self) -> None:
+        """Once per example, from the opening (``SagaMachine.opening``), on the first saga: every
+        refusal a management request can meet, each from one deviation of a valid pause (no
+        permission, no reason: S-MGT-01; another tenant: S-MGT-02; a stale expectation: S-MGT-04),
+        then the pause applied, replayed under its operation id (S-MGT-03), refused a second time
+        (a precondition) and the resume applied (S-MGT-05). ``manage`` draws each of these in a
+        few per cent of examples, too rarely for a ci run to count on (docs/ci-gate.md)."""
+        manage = unwrapped(type(self).manage)
+        pause, resume = m.ManagementAction.PAUSE.value, m.ManagementAction.RESUME.value
+        for who, expect, tenant in (
+            ("unpermitted", "none", "own"),
+            ("no-reason", "none", "own"),
+            ("operator", "none", "other"),
+            ("operator", "stale", "own"),
+            ("operator", "current", "own"),
+        ):
+            manage(self, pause, 1, who, expect, False, tenant, "committed")
+        applied = len(self.operations) - 1
+        manage(self, pause, applied, "operator", "current", True, "own", "committed")
+        manage(self, pause, 0, "operator", "none", False, "own", "committed")
+        manage(self, resume, 1, "operator", "none", False, "own", "committed")
 
     def _close_cannot_commit(self, request: m.Manage) -> bool:
         """True for a close the model would apply on a runtime whose close never commits

@@ -6,7 +6,7 @@ from collections.abc import Callable
 
 import attrs
 from hypothesis import strategies as st
-from hypothesis.stateful import initialize, precondition, rule
+from hypothesis.stateful import precondition, rule
 
 from conformance._machine import step
 from conformance.saga import _world as w
@@ -55,14 +55,14 @@ class StartRules(SagaMachineBase):
 
     # -- starts and catalog ---------------------------------------------------------------
 
-    @initialize(key=indexes)
     @step
     def first_start(self, key: int) -> None:
-        """Every example opens with one saga admitted, so deliveries have work from the first step
-        (swarm testing may switch ``start`` off for a whole example); for odd keys it is a start
-        without first-step input (S-START-10); for every fourth, on a runtime that joins starts to
-        a host's transaction, a joined start whose eligibility is revoked at the host's own
-        checkpoint (S-START-06: it passes the runtime's gates; reached in every run, not by luck)."""
+        """The first step of every example (``SagaMachine.opening``): one saga admitted, so
+        deliveries have work from the first step (swarm testing may switch ``start`` off for a
+        whole example); for odd keys it is a start without first-step input (S-START-10); for
+        every fourth, on a runtime that joins starts to a host's transaction, a joined start whose
+        eligibility is revoked at the host's own checkpoint (S-START-06: it passes the runtime's
+        gates; reached in every run, not by luck)."""
         joined = key % 4 == 2 and self.caps.joined_starts
         self._start(
             key, 0, 1 if joined else -1, "committed", form="none" if key % 2 else "declared", joined=joined

@@ -97,6 +97,7 @@ REQUIRES: Mapping[str, set[str]] = {
         target: {"management"}
         for target in (
             "step:manage",
+            "step:manage_walk",
             "manage:pause:applied",
             "manage:resume:applied",
             "manage:PermissionDenied",
