@@ -274,6 +274,9 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
         self.catalog_touched = True
         self.pause_one()  # one pause and its resume in every example, revisions read back (S-MGT-05)
         self.resume_all()  # a paused saga defers everything until its operator resumes it (S-MGT-05)
+        if self.caps.management and self.caps.business_queries:
+            # Paged while every key's saga is held: the settle may release finished ones (S-CAT-11).
+            self.query_sagas("list", 0, "operator")  # limit 1: a second page (S-MGT-10)
         self.after_step()
         self._settle(handover=self.caps.management and self.caps.recovery_actions)
         for _ in range(2):  # the operator takes over what awaits manual intervention (S-MGT-06..08)
