@@ -210,3 +210,15 @@ def test_a_private_redis_up_killed_restarted_and_down(tmp_path: Path, closed_por
         down = _script("down", "redis", env=env)
     assert down.returncode == 0 and "stopped" in down.stdout
     assert _script("status", "redis", env=env).returncode == 3
+
+
+def test_script_ring_status_names_three_nodes_and_exits_3_when_down(tmp_path: Path) -> None:
+    """``scripts/services ring`` is the three-node ring's launcher (deep profile, docs/faults.md);
+    with nothing started in a fresh services directory every node is down: exit 3, as ``status``."""
+    env = {**os.environ, "RATCHET_SERVICES_DIR": str(tmp_path)}
+    script = str(REPO / "scripts" / "services")
+    done = subprocess.run([script, "ring", "status"], env=env, capture_output=True, text=True, check=False)
+    assert done.returncode == 3, done.stdout + done.stderr
+    assert [line.split(")")[1] for line in done.stdout.splitlines()] == [": down"] * 3, done.stdout
+    wrong = subprocess.run([script, "ring", "sideways"], env=env, capture_output=True, text=True, check=False)
+    assert wrong.returncode == 2 and "ring up|down|status" in wrong.stdout + wrong.stderr

@@ -146,13 +146,16 @@ def main(argv: list[str] | None = None) -> int:
         for node in reversed(ring):
             stop_node(node)
     elif command != "status":
-        say("usage: python -m conformance.services._cassandra_ring up|down|status")
+        say("usage: scripts/services ring up|down|status")
         return 2
+    down = 0
     for node in ring:
         pid = node.live()
         memory = f", RSS {_rss_mib(pid):.0f} MiB" if pid is not None else ""
         say(f"ring node {node.index} ({node.endpoint_text}): {'up' if pid else 'down'}{memory}")
-    return 0
+        down += pid is None
+    # As ``scripts/services status``: 3 when a node is down (after ``down``, that is the point).
+    return 3 if down and command == "status" else 0
 
 
 if __name__ == "__main__":

@@ -213,12 +213,15 @@ def restart(name: str, settings: Settings) -> None:
 
 USAGE = """\
 usage: scripts/services up|down|status|env [redis|postgres|mariadb|cassandra|kafka|all ...]
+       scripts/services ring up|down|status
 
   up      install when missing (Debian packages, cached downloads) and start; waits until each
           answers a real client request (default: all)
   down    stop the servers started from here (default: all)
   status  one line per server; exit 3 when one is down
   env     the `export RATCHET_...=...` lines of the endpoints in use
+  ring    three Cassandra nodes on 127.0.0.1-3 (RF 3; the deep profile's ring, docs/faults.md);
+          about 3.8 GiB and a few minutes to start; never part of `make services`
 
 Knobs: RATCHET_SERVICES_DIR, RATCHET_DURABILITY (durable|fast), RATCHET_*_PORT (a private set),
 RATCHET_CASSANDRA_VERSION, MAX_HEAP_SIZE / HEAP_NEWSIZE, RATCHET_KAFKA_VERSION, RATCHET_KAFKA_HEAP
@@ -230,6 +233,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``up|down|status|env [service ...]``, or ``probe [NAME ...]`` (the endpoints in the environment)."""
     args = list(sys.argv[1:] if argv is None else argv)
     command, names = (args[0], args[1:]) if args else ("", [])
+    if command == "ring":  # its own launcher: three nodes of one Cassandra (conformance.crash._ring)
+        from conformance.services._cassandra_ring import main as ring
+
+        return ring(names)
     if command == "probe":
         failed = 0
         for name in names or SERVICE_NAMES:
