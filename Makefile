@@ -176,12 +176,12 @@ conformance-nasaga: venv nasaga-host
 # namespace in one table set, so what writes them runs one at a time: pytest's PostgreSQL and
 # MariaDB tests in pytest-sql (one process), then conformance-live-saga, beside
 # conformance-kafka (it restarts the broker), the Cassandra tests (pytest-cql, once
-# conformance-live-cql is done with the node) and the tests that read the suites' reports. The
-# timing tests run alone, like CrossHair, before the rest. conformance-crash kills the
-# servers: it runs last, alone.
+# conformance-live-cql is done with the node). The timing tests run alone, like CrossHair, before
+# the rest. conformance-crash kills the servers: it runs alone, and then the tests that read every
+# suite's report (pytest-after: the saga reports of conformance-live-saga and -nasaga among them).
 TEST_GROUPS := lint,types crosshair pytest-timing nasaga-host \
 	pytest-parallel,pytest-sql,conformance-live-commit,conformance-live-cql,conformance-nasaga \
-	conformance-live-saga,conformance-kafka,pytest-cql,pytest-after conformance-crash
+	conformance-live-saga,conformance-kafka,pytest-cql conformance-crash pytest-after
 test: venv
 	@$(MAKE) --no-print-directory services
 	@status=0; scripts/test-phases $(TEST_GROUPS) || status=$$?; \

@@ -43,7 +43,7 @@ def test_the_cell_names_a_demanded_target(rule_id: str) -> None:
     assert _tied(cell), f"{rule_id}: the harness cell names no coverage target of the saga suite: {cell}"
 
 
-# make test runs it after the conformance phases that write the reports (pytest-timing's phase).
+# make test runs it last (pytest-after), once every conformance phase has written its report.
 @pytest.mark.after_suites
 def test_the_tied_targets_were_reached_in_the_last_fixed_seed_run() -> None:
     results = []
