@@ -132,6 +132,16 @@ def test_a_commit_that_applied_but_is_reported_refused_is_caught(tmp_path: Path)
     assert result.failure is not None and result.failure.failure_file is not None
 
 
+def _bursts_machine() -> Any:
+    """A saga machine on ``refused_in_bursts``, driven step by step by the regression tests below."""
+    suite = suite_named("saga")
+    path = "examples.contended_saga_backend:refused_in_bursts"
+    context = RunContext(
+        "saga", "bursts", suite.make_target(BackendUnderTest("bursts", "saga", {"backend": path}))
+    )
+    return context.machine_class(suite.machine())()
+
+
 def test_a_route_row_the_database_refused_on_every_attempt_is_not_planted() -> None:
     """Seed 6 of ``refused_in_bursts`` (ci profile) reported S-ROUTE-02 at quiescence on this
     program: the harness's own invalid route row (``route_walk``, S-ROUTE-04) met a burst of three
@@ -139,12 +149,7 @@ def test_a_route_row_the_database_refused_on_every_attempt_is_not_planted() -> N
     row, and the quiescence checks then ran anyway and found the row missing. The database's
     refusal is a definite rollback (S-TX-01): the row is not planted, the model goes back, the walk
     goes on; and a step stopped part-way is never judged at quiescence (``_machine.step``)."""
-    suite = suite_named("saga")
-    path = "examples.contended_saga_backend:refused_in_bursts"
-    context = RunContext(
-        "saga", "bursts", suite.make_target(BackendUnderTest("bursts", "saga", {"backend": path}))
-    )
-    machine: Any = context.machine_class(suite.machine())()
+    machine = _bursts_machine()
     try:
         machine.first_start(key=0)
         runtime = machine.runtime._runtime
@@ -167,11 +172,7 @@ def test_a_spare_definition_the_database_refused_is_not_walked_to_retirement() -
     """Seed 0 of ``refused_in_bursts`` (ci profile) raised ``KeyError`` in ``retire_spare``: the
     spare definition's publication met a burst, the runtime answered RolledBack and the model went
     back (S-TX-01), and the walk then read the spare's catalog entry as if it had been published."""
-    suite = suite_named("saga")
-    path = "examples.contended_saga_backend:refused_in_bursts"
-    backend = BackendUnderTest("bursts", "saga", {"backend": path})
-    context = RunContext("saga", "bursts", suite.make_target(backend))
-    machine: Any = context.machine_class(suite.machine())()
+    machine = _bursts_machine()
     try:
         machine.first_start(key=0)
         orchestrator = machine.runtime._runtime._raw["orchestrator"]
@@ -186,11 +187,7 @@ def test_a_paused_saga_whose_resume_the_database_refused_is_resumed_again_at_qui
     """Seed 2 of ``refused_in_bursts`` (ci profile) hung at quiescence: the operator's resume of a
     paused saga met a burst, the saga stayed paused (S-TX-01) and its result was deferred on every
     delivery of the settling loop (S-MGT-05). The operator now asks again."""
-    suite = suite_named("saga")
-    path = "examples.contended_saga_backend:refused_in_bursts"
-    backend = BackendUnderTest("bursts", "saga", {"backend": path})
-    context = RunContext("saga", "bursts", suite.make_target(backend))
-    machine: Any = context.machine_class(suite.machine())()
+    machine = _bursts_machine()
     try:
         machine.first_start(key=0)
         pause = {"index": 0, "who": "operator", "expect": "none", "reuse": False, "tenant": "own"}
