@@ -81,7 +81,7 @@ class CqlSettings:
                     raise ValueError(factor)
                 changes["replication"] = simple_replication(factor)
         except ValueError:
-            detail = "the request timeout or the replication factor is not a number"
+            detail = "the request timeout is not a number, or the replication factor not a whole number >= 1"
             raise MessageStoreError(StoreErrorKind.UNAVAILABLE, detail) from None
         return cls(**changes)
 
