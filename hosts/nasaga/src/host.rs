@@ -304,6 +304,40 @@ impl<E: Engine> Host<E> {
         })
     }
 
+    /// `schema_steps {namespace, role: "orchestrator"|"participant"}`: the wrapper's schema calls
+    /// one by one on a fresh database `<namespace>_probe`, dropped afterwards
+    /// (`Engine::schema_steps`, docs/nasaga-findings.md N-02).
+    pub async fn schema_steps(&mut self, args: &Args<'_>) -> anyhow::Result<Value> {
+        let name = args.str("namespace")?;
+        if !valid_name(name, 32) {
+            return Err(bad("namespace must be [a-z0-9_]{1,32}"));
+        }
+        let orchestrator = match args.str("role")? {
+            "orchestrator" => true,
+            "participant" => false,
+            other => {
+                return Err(bad(format!(
+                    "role must be orchestrator or participant, not {other}"
+                )))
+            }
+        };
+        let container = format!("{}{name}_probe", container_prefix(self.engine.name()));
+        self.engine.prepare_container(&container, true).await?;
+        let report = match self.borrow_slot(&container) {
+            Ok(slot) => {
+                let datasource = self.slots[slot].datasource.clone();
+                let report = E::schema_steps(&datasource, orchestrator).await;
+                self.return_slot(slot).await;
+                report
+            }
+            Err(error) => Err(error),
+        };
+        let dropped = self.engine.drop_container(&container).await;
+        let report = report?;
+        dropped?;
+        Ok(report)
+    }
+
     /// `open_namespace {namespace, owners, mode: "create"|"attach", orchestrator_identity, config}`
     pub async fn open_namespace(&mut self, args: &Args<'_>) -> anyhow::Result<Value> {
         let name = args.str("namespace")?.to_owned();
