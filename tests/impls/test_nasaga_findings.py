@@ -4,7 +4,8 @@ Each test drives the real nasaga runtime through ``hosts/nasaga`` and asserts wh
 *actually* does today, precisely: the day a release changes the behaviour, its test fails and the
 finding's decision must be revisited (never loosened to make the test pass). Test names carry the
 finding ID; the document's entries name their test. One PostgreSQL host serves the module, one
-namespace per test (dropped afterwards); N-02 starts its own MySQL-engine host against MariaDB.
+namespace per test (dropped afterwards); N-02 starts its own MySQL-engine host against MariaDB, and
+N-23 asks MariaDB directly.
 
 To add a finding: write ``test_nXX_<what>`` below the last one, with a docstring stating the
 divergence in one sentence, and add the entry to docs/nasaga-findings.md.
@@ -21,9 +22,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 
-from impls.endpoints import pg_dsn
+from impls.endpoints import mysql_params, pg_dsn
 from impls.nasaga import HostFailure, NasagaHost, NasagaHostError, OutboxRow
 
 pytestmark = pytest.mark.service("postgres")
@@ -322,6 +324,38 @@ def test_n02_the_wrappers_public_schema_calls_one_by_one_leave_the_orchestrator_
             ("nasaga_runtime::ensure_participant_schema_for", *replay_refused),
         ]
         assert {"saga_participant_step", "nasa_saga_http_replay_claim"} <= tables
+
+
+@pytest.mark.service("mariadb")
+def test_n23_nasaga_mysql_locks_with_for_share_which_mariadb_does_not_parse(host: NasagaHost) -> None:
+    """N-23: nasaga-mysql's replayed start (``create_instance`` after a unique violation) and its
+    quota reconciliation lock rows with MySQL 8's ``FOR SHARE``; MariaDB 10.11 refuses that clause
+    as a syntax error (its spelling of the same lock is ``LOCK IN SHARE MODE``)."""
+    instance = _crate_source(host, "nasaga-mysql", "src/instance.rs")
+    create = instance[instance.index("pub async fn create_instance") :]
+    create = create[: create.index("\n    pub async fn ")]
+    assert create.count('.push(" FOR SHARE")') == 2  # by saga id, then by business key
+    assert "FOR SHARE NOWAIT" in _crate_source(host, "nasaga-mysql", "src/quota.rs")
+    params = mysql_params()
+    connection = pymysql.connect(
+        host=params.host,
+        port=params.port,
+        user=params.user,
+        password=params.password,
+        database=params.database,
+    )
+    try:
+        with connection.cursor() as cursor:
+            assert "MariaDB" in str(connection.get_server_info())
+            cursor.execute("CREATE TEMPORARY TABLE n23_probe (a INT)")
+            for clause in ("FOR SHARE", "FOR SHARE NOWAIT"):
+                with pytest.raises(pymysql.err.ProgrammingError) as refused:
+                    cursor.execute(f"SELECT a FROM n23_probe WHERE a = 1 {clause}")
+                assert refused.value.args[0] == 1064  # ER_PARSE_ERROR
+            cursor.execute("SELECT a FROM n23_probe WHERE a = 1 LOCK IN SHARE MODE NOWAIT")
+            assert cursor.fetchall() == ()
+    finally:
+        connection.close()
 
 
 def test_n03_a_timeout_cancels_the_execute_and_never_redispatches_it(host: NasagaHost, world: World) -> None:
