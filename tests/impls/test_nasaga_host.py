@@ -29,7 +29,8 @@ NOW = 1_000_000
 TIMEOUT_MS = 5_000
 
 MARIADB_REFUSES = pytest.mark.xfail(
-    reason="nasaga-mysql 2.0.1 refuses MariaDB's schema (store.schema_contract_invalid)",
+    reason="nasaga-mysql 2.0.1 refuses MariaDB's schema (store.schema_contract_invalid; the host "
+    "cannot step past it: docs/nasaga-findings.md N-02)",
     raises=NasagaHostError,
     strict=True,
 )
