@@ -205,3 +205,25 @@ def test_a_paused_saga_whose_resume_the_database_refused_is_resumed_again_at_qui
     finally:
         machine.teardown()  # quiescence: resumes, settles and compares every row
     assert not any(m.is_paused(machine.model, saga_id) for saga_id in machine.model.instances)
+
+
+def test_a_delivery_the_database_refused_past_the_budget_is_a_dead_letter() -> None:
+    """Two correct saga runs side by side on one PostgreSQL reported S-PART-01 at quiescence
+    (expected ``CommandProcessed``, actual ``DeadLettered(failures=2)``): the participant's
+    database refused every attempt of the same delivery twice, and the second failed try spends
+    the transient budget of two (S-PART-04). The allowance for a database's definite rollback
+    (S-TX-01, ``_base.database_refused``) took only ``RolledBack`` for the refused answer; the
+    model's own outcome under the fate "rolled back" is the one to compare (docs/faults.md)."""
+    machine = _bursts_machine()
+    try:
+        machine.first_start(key=0)
+        machine._relay_commands(crash=False)
+        owner = machine.wire.commands[0].owner
+        participant = machine.runtime._runtime._raw[owner]
+        for _ in range(2):
+            participant.commits = BURST * (BURST_EVERY - 1)  # the next three COMMITs are refused
+            machine.deliver_command(index=0, decision="succeed", fate="committed", ack_lost=False)
+        assert any("DeadLettered" in line for line in machine.trace), machine.trace
+        assert machine.model_parts[owner].dead_letters, machine.trace
+    finally:
+        machine.teardown()
