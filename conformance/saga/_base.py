@@ -103,9 +103,7 @@ class SagaMachineBase(ConformanceMachine):
         self.fate = fate
         return fate
 
-    def database_refused(
-        self, commit: m.CommitFate, actual: object, refused: object | None = None
-    ) -> bool:
+    def database_refused(self, commit: m.CommitFate, actual: object, refused: object | None = None) -> bool:
         """S-TX-01: whether the unit the runtime just ran (planned fate ``commit``) was rolled back
         by the database itself, on every attempt.
 
