@@ -18,6 +18,8 @@ from conformance.cli import main
 from conformance.saga import _world as w
 from examples.broken_saga_runtimes import BROKEN_SAGA_RUNTIMES
 from examples.contended_saga_backend import BURST, BURST_EVERY
+from impls.saga import SagaBackendError, SagaBackendErrorKind
+from impls.saga._unit import MAX_ATTEMPTS
 from model import saga as m
 from tests._planted import PLANTED_SHRINK_S, planted_options
 
@@ -227,3 +229,39 @@ def test_a_delivery_the_database_refused_past_the_budget_is_a_dead_letter() -> N
         assert machine.model_parts[owner].dead_letters, machine.trace
     finally:
         machine.teardown()
+
+
+def test_a_fire_the_database_refused_before_its_fence_observes_no_lateness() -> None:
+    """Two correct saga runs side by side on one PostgreSQL reported S-OBS-03 at quiescence
+    (lateness count expected 8, exposed 7): the database refused every attempt of a fire before
+    the fence was re-verified (the timer's locking read met a lock timeout or a serialization
+    failure), so the runtime observed nothing, while the ledger counted the fire from the model's
+    fence. A refused COMMIT comes after the fence, a refused read before it, and the storage port
+    shows the refusal, not where it came: such a fire may be observed or not (``_lateness``)."""
+    machine = _bursts_machine()
+    orchestrator = machine.runtime._runtime._raw["orchestrator"]
+    begin = orchestrator.begin
+    refusals = [MAX_ATTEMPTS]
+
+    def refused_at_the_timer_read() -> Any:
+        tx = begin()
+        if refusals[0]:
+            refusals[0] -= 1
+
+            def load_timer(*_args: Any, **_kwargs: Any) -> None:
+                raise SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "could not serialize access")
+
+            tx.load_timer = load_timer
+        return tx
+
+    try:
+        machine.first_start(key=0)
+        machine.claim_timer(worker="w1", index=0)
+        assert "w1" in machine.leases, machine.trace
+        orchestrator.begin = refused_at_the_timer_read
+        machine.fire_timer(worker="w1", fate="committed")
+        del orchestrator.begin
+        assert refusals == [0]
+        assert "w1" in machine.leases, machine.trace  # refused: the lease is still held
+    finally:
+        machine.teardown()  # quiescence: the lateness histogram vs the ledger
