@@ -138,9 +138,18 @@ def _attempt(
 
 
 def read_only(backend: SagaBackend, body: Callable[[SagaTransaction], O]) -> O:
-    """A read transaction; raises ``SagaBackendError`` (queries have no fate to report)."""
-    tx = backend.begin()
-    try:
-        return body(tx)
-    finally:
-        tx.rollback()
+    """A read transaction, run again (bounded, ``MAX_ATTEMPTS``) when the database refused it with
+    a definite rollback: a read applies nothing, so running it again is always safe (S-TX-01;
+    PostgreSQL's SSI may pick a read of another session's rows as its victim). Any other failure,
+    and the last refusal, raises ``SagaBackendError`` (queries have no fate to report)."""
+    attempt = 1
+    while True:
+        tx = backend.begin()
+        try:
+            return body(tx)
+        except SagaBackendError as exc:
+            if exc.kind is not SagaBackendErrorKind.ROLLED_BACK or attempt >= MAX_ATTEMPTS:
+                raise
+        finally:
+            tx.rollback()
+        attempt += 1
