@@ -194,7 +194,9 @@ class Ledgered:
                 # count from its own start, so the ledger does too (the killed call is not its).
                 self.ledger = Ledger()
             else:
-                self._tally(name, unit, args, outcome, 0 if log is None else log.retried_within(start))
+                retried = 0 if log is None else log.retried_within(start)
+                inside = log is not None and log.refused_inside(start)
+                self._tally(name, unit, args, outcome, retried, refused_inside=inside)
             # The model state after this call is the state before the next one (see module doc).
             self._model, self._parts = self._machine.model, dict(self._machine.model_parts)
             return outcome
@@ -203,13 +205,28 @@ class Ledgered:
         return tallied
 
     def _tally(
-        self, name: str, unit: m.Unit | m.Operation, args: tuple[Any, ...], outcome: object, retried: int
+        self,
+        name: str,
+        unit: m.Unit | m.Operation,
+        args: tuple[Any, ...],
+        outcome: object,
+        retried: int,
+        *,
+        refused_inside: bool = False,
     ) -> None:
         """``retried``: attempts the runtime ran again after its database refused them, each one
-        more observation of the unit's transaction stage (S-OBS-02)."""
+        more observation of the unit's transaction stage (S-OBS-02). ``refused_inside``: the
+        database refused the call's last transaction at a statement, not at its COMMIT."""
         ledger = self.ledger
-        if name == "start_saga_joined" and isinstance(outcome, m.RolledBack | m.OutcomeUnknown):
+        joined_refused = isinstance(outcome, m.RolledBack) and refused_inside
+        if (
+            name == "start_saga_joined"
+            and isinstance(outcome, m.RolledBack | m.OutcomeUnknown)
+            and not joined_refused
+        ):
             # The host's COMMIT failed after the runtime decided: the runtime counts its decision.
+            # Refused at a statement of the start itself, the runtime decided RolledBack and counts
+            # that (two saga runs side by side on one PostgreSQL: S-OBS-04, docs/faults.md).
             outcome = m.Started("", "", "")
         tally = m.unit_tally(unit, outcome)
         if unit is m.Unit.COMMAND:

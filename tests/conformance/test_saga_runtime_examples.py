@@ -265,3 +265,37 @@ def test_a_fire_the_database_refused_before_its_fence_observes_no_lateness() -> 
         assert "w1" in machine.leases, machine.trace  # refused: the lease is still held
     finally:
         machine.teardown()  # quiescence: the lateness histogram vs the ledger
+
+
+def test_a_joined_start_the_database_refused_at_a_statement_counts_rolled_back() -> None:
+    """Two correct saga runs side by side on one PostgreSQL reported S-OBS-04 at quiescence
+    (``processing_total{unit="start"}``: rolled_back exposed 1, expected 0; started 4, expected 5):
+    the database refused a statement of a joined start, and the runtime decided and counted
+    ``RolledBack``; the ledger took every refused joined start for a host COMMIT refused after the
+    runtime had decided ``Started``. The storage port tells the two apart (``TransactionLog``)."""
+    machine = _bursts_machine()
+    orchestrator = machine.runtime._runtime._raw["orchestrator"]
+    begin = orchestrator.begin
+    refusals = [1]
+
+    def refused_at_the_definition_read() -> Any:
+        tx = begin()
+        if refusals[0]:
+            refusals[0] -= 1
+
+            def load_definition(*_args: Any, **_kwargs: Any) -> None:
+                raise SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "could not serialize access")
+
+            tx.load_definition = load_definition
+        return tx
+
+    try:
+        machine.first_start(key=0)
+        orchestrator.begin = refused_at_the_definition_read
+        start = {"key": 1, "payload": 0, "revoked": -1, "definition": "order", "form": "declared"}
+        machine.start(fate="committed", joined=True, **start)
+        del orchestrator.begin
+        assert refusals == [0]
+        assert any("database refused" in line for line in machine.trace), machine.trace
+    finally:
+        machine.teardown()  # quiescence: the process counters vs the ledger
