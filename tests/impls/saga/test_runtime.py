@@ -8,7 +8,7 @@ import attrs
 import pytest
 
 from impls.saga import SagaBackend, SagaBackendError, SagaBackendErrorKind, SagaTransaction
-from impls.saga._unit import MAX_ATTEMPTS, read_only
+from impls.saga._unit import READ_ATTEMPTS, read_only
 from impls.saga.memory._backend import MemorySagaBackend
 from model.saga import (
     AlreadyExists,
@@ -224,10 +224,10 @@ def test_s_start_13_a_completed_saga_returns_its_unit_in_flight(rig: Rig, mode: 
     assert isinstance(replay, AlreadyExists)  # a replay takes no unit in either mode
 
 
-@pytest.mark.parametrize(("refusals", "answered"), [(MAX_ATTEMPTS - 1, True), (MAX_ATTEMPTS, False)])
+@pytest.mark.parametrize(("refusals", "answered"), [(READ_ATTEMPTS - 1, True), (READ_ATTEMPTS, False)])
 def test_a_read_the_database_refused_is_run_again_bounded(refusals: int, answered: bool) -> None:
     """S-TX-01: a read has no effect, so a definite rollback of it (PostgreSQL's SSI picks a
-    read-only transaction as its victim too) is run again, at most ``MAX_ATTEMPTS`` times; a
+    read-only transaction as its victim too) is run again, at most ``READ_ATTEMPTS`` times; a
     contended saga run on PostgreSQL ended in a harness error on the observer's read before."""
     backend = MemorySagaBackend("reads")
     begin, left = backend.begin, [refusals]
