@@ -1,7 +1,8 @@
 """Saga-suite runs side by side on one PostgreSQL or MariaDB, on the SQL saga backends' shared
-tables (every namespace in one table set, impls/sql/_saga.py): two correct runs at once both pass,
-and a planted bug beside a correct run reports the rule it reports alone (docs/faults.md,
-"Runs side by side on the shared SQL saga tables").
+tables (every namespace in one table set, impls/sql/_saga.py): two correct runs at once both pass
+(docs/faults.md, "Runs side by side on the shared SQL saga tables"). A planted bug beside a correct
+run is not tested here: contention decides its path, so the rule it is caught by, and whether
+Hypothesis can replay the failure, depend on timing (decided there).
 
 Nothing crosses namespaces there (every statement ends ``AND ns = ?``, every key leads with
 ``ns``), but the engines' locking does: PostgreSQL's SSI keeps its read locks on index pages and
@@ -33,9 +34,6 @@ CONFORMANCE = Path(sys.executable).with_name("conformance")
 SEEDS = (1, 2)
 EXAMPLES = 8
 SERVICES = {"postgres": "postgres", "mysql": "mariadb"}
-PLANTED = "examples.broken_sql_saga_backends:postgres_outbox_outside_transaction"
-PLANTED_SEED = 27  # as tests/conformance/test_sql_saga_examples.py: found at the 5th example
-PLANTED_RULE = "S-ORCH-02"
 
 
 def _start(where: list[str], seed: int, tmp: Path, name: str, *more: str) -> subprocess.Popen[str]:
@@ -86,28 +84,3 @@ def test_two_correct_saga_runs_at_once_on_one_server_both_pass(backend: str, tmp
         code, report, output = _finish(child, tmp_path, name)
         assert code == 0, output
         assert _result(report)["verdict"] == "pass", output
-
-
-@pytest.mark.service("postgres")
-def test_a_planted_bug_beside_a_correct_run_reports_its_own_rule(tmp_path: Path) -> None:
-    """The outbox written outside the unit (S-ORCH-02) beside a correct run on the same server. Its
-    side write used to raise its own refusal out of the unit's COMMIT after that had applied, which
-    is a second bug (a COMMIT that applied reported as a definite rollback): the runtime then ran
-    the start again on its own rows and the run reported S-START-01. The example now plants one
-    bug; contention may change the path to it, not the rule."""
-    neighbour = _start(["--backend", "postgres"], SEEDS[0], tmp_path, "neighbour", "--time-budget", "60s")
-    planted = _start(
-        ["--saga-backend", PLANTED, "--service", "postgres"],
-        PLANTED_SEED,
-        tmp_path,
-        "planted",
-        "--shrink-budget",
-        "20s",
-    )
-    code, report, output = _finish(planted, tmp_path, "planted")
-    neighbour_code, neighbour_report, neighbour_output = _finish(neighbour, tmp_path, "neighbour")
-    assert code == 1, output
-    failure = _result(report)["failure"]
-    assert isinstance(failure, dict) and failure["rule_id"] == PLANTED_RULE, output
-    assert neighbour_code == 0, neighbour_output
-    assert _result(neighbour_report)["verdict"] == "pass", neighbour_output
