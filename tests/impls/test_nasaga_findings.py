@@ -26,7 +26,8 @@ import pytest
 from impls.endpoints import pg_dsn
 from impls.nasaga import HostFailure, NasagaHost, NasagaHostError, OutboxRow
 
-pytestmark = [pytest.mark.service("postgres"), pytest.mark.nasaga_schemas]  # tests/conftest.py: OWN_SCHEMAS_MARK
+# nasaga_schemas: tests/conftest.py, OWN_SCHEMAS_MARK
+pytestmark = [pytest.mark.service("postgres"), pytest.mark.nasaga_schemas]
 
 TENANT = "t1"
 WORKFLOW = "order"
