@@ -29,7 +29,9 @@ def _run(tmp_path: Path, *extra: str) -> list[str]:
 def test_a_broken_saga_backend_given_with_store_exits_1_and_replays(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    assert main(_run(tmp_path, "--saga-backend", "examples.broken_saga_backends:timer_ignores_fencing")) == 1
+    # Profile mutation: no shrinking (the command line's paths are the point here, not the program).
+    argv = _run(tmp_path, "--saga-backend", "examples.broken_saga_backends:timer_ignores_fencing")
+    assert main([*argv, "--profile", "mutation"]) == 1
     assert "VIOLATION S-TIMER-02" in capsys.readouterr().out
     (path,) = tmp_path.glob("custom-saga-S-TIMER-02-*.json")
     assert json.loads(path.read_text())["factories"] == {
@@ -96,7 +98,7 @@ def test_store_with_an_outbox_is_a_usage_error_for_the_saga_suite(capsys: pytest
 
 def test_a_fault_filter_injects_only_the_faults_it_names(tmp_path: Path) -> None:
     report_path = tmp_path / "report.json"
-    argv = _run(tmp_path, "--backend", "memory", "--faults", "commit-unknown", "--examples", "60")
+    argv = _run(tmp_path, "--backend", "memory", "--faults", "commit-unknown", "--examples", "20")
     assert main([*argv, "--no-coverage-gate", "--report", str(report_path)]) == 0
     (result,) = json.loads(report_path.read_text())["results"]
     assert result["verdict"] == "pass"
@@ -112,7 +114,7 @@ def test_run_conformance_runs_the_saga_suite_on_a_factory_callable() -> None:
     report = run_conformance(
         open_memory_saga_backend,
         suites=("saga",),
-        examples=60,
+        examples=20,
         seed=SEED,
         database_dir=None,
         failure_dir=None,
