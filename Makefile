@@ -25,7 +25,7 @@ SHRINK_FLAG := $(if $(SHRINK_BUDGET),--shrink-budget $(SHRINK_BUDGET))
 
 comma := ,
 .PHONY: mutation
-.PHONY: help venv proto pytest-parallel pytest-sql pytest-cql pytest-timing pytest-after conformance conformance-kafka conformance-real conformance-live conformance-live-commit conformance-live-cql conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
+.PHONY: help venv proto pytest-parallel pytest-sql pytest-sql-postgres pytest-sql-mariadb pytest-nasaga pytest-cql pytest-timing pytest-after conformance conformance-kafka conformance-real conformance-live conformance-live-commit conformance-live-cql conformance-live-saga conformance-crash conformance-nasaga nasaga-host test lint types crosshair pytest clean
 
 help:
 	@echo "make conformance  - conformance suites on the embedded backends (memory, fakeredis, sqlite; transport on fakeredis + loopback gRPC)"
@@ -78,19 +78,22 @@ pytest: venv
 	@mkdir -p $(REPORTS)
 	$(BIN)/pytest -q $(PYTEST_FLAGS) --junitxml=$(REPORTS)/pytest.xml
 
-# make test's pytest, in five phases chosen by marks (tests/conftest.py adds sql_tables and
-# cql_server): pytest-parallel (two workers, beside the live suites; most tests wait on a server,
-# not a core), pytest-sql and pytest-cql (the tests that need PostgreSQL/MariaDB or Cassandra,
-# see below), pytest-timing (wall-clock bounds, alone) and pytest-after (reads the suites' reports).
+# make test's pytest, in phases chosen by marks (tests/conftest.py adds sql_tables, sql_postgres,
+# sql_mariadb and cql_server): pytest-parallel (two workers, beside the live suites; most tests wait
+# on a server, not a core), pytest-sql-postgres, pytest-sql-mariadb and pytest-cql (the tests that
+# need PostgreSQL's or MariaDB's shared SQL saga tables, or Cassandra, see below), pytest-nasaga
+# (the nasaga runtime's tests, marked nasaga_schemas: their rows live in schemas of their own),
+# pytest-timing (wall-clock bounds, alone) and pytest-after (reads the suites' reports).
 # pytest files that only repeat what conformance-live runs (store+commit on fakeredis, redis and cql,
 # ci profile, coverage gate on): make test leaves them to conformance-live; `make pytest` runs them.
 COVERED_BY_CONFORMANCE_LIVE := tests/conformance/test_backends.py
 # --dist loadfile: a module's tests on one worker, so a module-scoped suite run (the planted-bug
 # tests' ``run_broken``) is made once. The tests that need PostgreSQL or MariaDB (marked
-# sql_tables, tests/conftest.py) run in pytest-sql, one process, one after another.
+# sql_tables, tests/conftest.py) run in pytest-sql-<engine>, one process per engine, one test after
+# another; the nasaga runtime's in pytest-nasaga.
 pytest-parallel: venv
 	@mkdir -p $(REPORTS)
-	$(BIN)/pytest -q $(PYTEST_FLAGS) -n 2 --dist loadfile -m "not timing and not after_suites and not sql_tables and not cql_server" \
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -n 2 --dist loadfile -m "not timing and not after_suites and not sql_tables and not cql_server and not nasaga_schemas" \
 		$(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) --junitxml=$(REPORTS)/pytest.xml
 
 # The tests that need Cassandra (marked cql_server): after conformance-live-cql, which keeps the
@@ -100,10 +103,27 @@ pytest-cql: venv
 	$(BIN)/pytest -q $(PYTEST_FLAGS) -m "cql_server and not timing and not after_suites" \
 		$(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) --junitxml=$(REPORTS)/pytest-cql.xml
 
+# The SQL saga backends keep every namespace in one table set per engine: pytest-sql runs the tests
+# of both engines in one process; make test runs each engine's in a process of its own, side by side
+# (pytest-sql-postgres, pytest-sql-mariadb). No test needs both engines' tables; one that did would
+# run once, in pytest-sql-postgres.
+SQL_ALSO_mariadb := and not sql_postgres
 pytest-sql: venv
 	@mkdir -p $(REPORTS)
 	$(BIN)/pytest -q $(PYTEST_FLAGS) -m "sql_tables and not timing and not after_suites" \
 		$(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) --junitxml=$(REPORTS)/pytest-sql.xml
+
+pytest-sql-postgres pytest-sql-mariadb: pytest-sql-%: venv
+	@mkdir -p $(REPORTS)
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -m "sql_$* $(SQL_ALSO_$*) and not timing and not after_suites" \
+		$(addprefix --ignore=,$(COVERED_BY_CONFORMANCE_LIVE)) --junitxml=$(REPORTS)/pytest-sql-$*.xml
+
+# The nasaga runtime's tests (marked nasaga_schemas): PostgreSQL under nasaga's own schemas, and the
+# project's Kafka broker (tests/conformance/test_nasaga_kafka.py), so not beside conformance-kafka.
+pytest-nasaga: venv
+	@mkdir -p $(REPORTS)
+	$(BIN)/pytest -q $(PYTEST_FLAGS) -m "nasaga_schemas and not timing and not after_suites" \
+		--junitxml=$(REPORTS)/pytest-nasaga.xml
 
 # The tests marked timing assert a wall-clock bound (a signal obeyed within a second): they run
 # alone, on cores nothing else is using. The ones marked after_suites read the live suites' reports.
@@ -172,16 +192,18 @@ conformance-nasaga: venv nasaga-host
 # time is spent waiting on servers, not on a core; every group runs even when an earlier phase
 # failed, each phase's time is printed and the failed ones are named at the end. CrossHair runs
 # alone (its budgets are wall-clock: beside other work it would explore less). The host is built
-# before pytest (tests/impls/test_nasaga_host.py runs it). The SQL saga backends keep every
-# namespace in one table set, so what writes them runs one at a time: pytest's PostgreSQL and
-# MariaDB tests in pytest-sql (one process), then conformance-live-saga, beside
-# conformance-kafka (it restarts the broker), the Cassandra tests (pytest-cql, once
-# conformance-live-cql is done with the node). The timing tests run alone, like CrossHair, before
-# the rest. conformance-crash kills the servers: it runs alone, and then the tests that read every
-# suite's report (pytest-after: the saga reports of conformance-live-saga and -nasaga among them).
-TEST_GROUPS := lint,types crosshair pytest-timing nasaga-host \
-	pytest-parallel,pytest-sql,conformance-live-commit,conformance-live-cql,conformance-nasaga \
-	conformance-live-saga,conformance-kafka,pytest-cql conformance-crash pytest-after
+# before pytest (tests/impls/test_nasaga_host.py runs it), beside conformance-kafka (it restarts the
+# project's broker, which nothing else of that group uses). The SQL saga backends keep every
+# namespace in one table set per engine, so what writes them runs one at a time per engine: pytest's
+# PostgreSQL and MariaDB tests in pytest-sql-postgres and pytest-sql-mariadb (one process each),
+# then conformance-live-saga, beside the nasaga runtime's tests (pytest-nasaga: its own schemas)
+# and the Cassandra tests (pytest-cql, once conformance-live-cql is done with the node). The timing
+# tests run alone, like CrossHair, before the rest. conformance-crash kills the servers: it runs
+# alone, and then the tests that read every suite's report (pytest-after: the saga reports of
+# conformance-live-saga and -nasaga among them).
+TEST_GROUPS := lint,types crosshair pytest-timing nasaga-host,conformance-kafka \
+	pytest-parallel,pytest-sql-postgres,pytest-sql-mariadb,conformance-live-commit,conformance-live-cql,conformance-nasaga \
+	conformance-live-saga,pytest-nasaga,pytest-cql conformance-crash pytest-after
 test: venv
 	@$(MAKE) --no-print-directory services
 	@status=0; scripts/test-phases $(TEST_GROUPS) || status=$$?; \

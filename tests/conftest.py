@@ -54,6 +54,14 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         "service(name, ...): the test needs a real service (redis, cassandra, postgres, mariadb, kafka)",
     )
+    for name in sorted(SHARED_TABLE_SERVICES):
+        config.addinivalue_line(
+            "markers", f"sql_{name}: needs {name}'s shared SQL saga tables (added with sql_tables)"
+        )
+    config.addinivalue_line(
+        "markers",
+        f"{OWN_SCHEMAS_MARK}: the nasaga runtime's tests; their rows live in schemas of their own",
+    )
 
 
 def pytest_runtest_setup(item: pytest.Item) -> None:
@@ -72,6 +80,10 @@ def pytest_runtest_setup(item: pytest.Item) -> None:
 #: (Not an xdist group: ``--dist loadgroup`` ignores every group under pytest 9.2, whose
 #: structured node ids drop the suffix it adds; pytest-xdist issue #1386.)
 SHARED_TABLE_SERVICES = frozenset({"postgres", "mariadb"})
+#: The nasaga runtime keeps its rows in schemas it creates for each test (impls/nasaga), never in
+#: Ratchet's shared SQL saga tables: its test modules are marked ``nasaga_schemas`` and make test
+#: runs them in a process of their own (``pytest-nasaga``), beside the suites that use those tables.
+OWN_SCHEMAS_MARK = "nasaga_schemas"
 #: The project's one Cassandra node is kept busy by conformance-live-cql's lightweight
 #: transactions; a test that needs its answers on time (a suite run that must not end in an
 #: outage) is marked ``cql_server`` and make test runs it after that phase (``pytest-cql``).
@@ -84,8 +96,13 @@ QUIET_SERVICES = frozenset({"cassandra"})
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> Iterator[None]:
     for item in items:
         services = {name for marker in item.iter_markers(name="service") for name in marker.args}
+        if item.get_closest_marker(OWN_SCHEMAS_MARK) is not None:
+            continue
         if services & SHARED_TABLE_SERVICES:
             item.add_marker(pytest.mark.sql_tables)
+            # The table sets are per engine: make test runs each engine's tests in its own process.
+            for name in sorted(services & SHARED_TABLE_SERVICES):
+                item.add_marker(getattr(pytest.mark, f"sql_{name}"))
         elif services & QUIET_SERVICES:
             item.add_marker(pytest.mark.cql_server)
     return (yield)

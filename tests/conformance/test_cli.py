@@ -60,6 +60,11 @@ def test_a_passing_run_writes_junit_and_json(tmp_path: Path, capsys: pytest.Capt
             "store",
             "--seed",
             "3",
+            # The files are the point, not the run: a few examples, no gate (conformance-live-commit
+            # runs this backend and suite under the whole ci profile, gate on).
+            "--examples",
+            "10",
+            "--no-coverage-gate",
             "--no-database",
             "--failures",
             str(tmp_path / "f"),

@@ -293,8 +293,19 @@ def test_two_custom_stores_failing_alike_keep_separate_failure_files(
     )
     monkeypatch.syspath_prepend(str(tmp_path))
     failures = tmp_path / "failures"
+    # Profile mutation: no shrinking (the files' names are the point here, not their programs).
     for name in ("first", "second"):
-        argv = ["run", "--store", f"two_stores:{name}", "--suite", "store", "--examples", "40", "--seed", "2"]
+        argv = [
+            "run",
+            "--store",
+            f"two_stores:{name}",
+            "--suite",
+            "store",
+            "--profile",
+            "mutation",
+            "--seed",
+            "2",
+        ]
         assert main([*argv, "--quiet", "--no-database", "--failures", str(failures)]) == 1
     names = sorted(p.name for p in failures.iterdir())
     assert len(names) == 2, names

@@ -14,7 +14,8 @@ from examples.broken_nasaga_grpc import BROKEN_NASAGA_GRPC
 from tests._planted import planted_options
 from tests.impls.test_nasaga_findings import _need_host_binary
 
-pytestmark = pytest.mark.service("postgres")
+# nasaga_schemas: tests/conftest.py, OWN_SCHEMAS_MARK
+pytestmark = [pytest.mark.service("postgres"), pytest.mark.nasaga_schemas]
 
 
 @pytest.mark.parametrize("factory", sorted(BROKEN_NASAGA_GRPC))

@@ -15,7 +15,7 @@ from conformance.backends import TRANSPORT_BACKENDS
 from examples.broken_nasaga_kafka import BROKEN_NASAGA_KAFKA
 from tests._planted import planted_options
 
-pytestmark = [pytest.mark.service("kafka"), pytest.mark.service("postgres")]
+pytestmark = [pytest.mark.service("kafka"), pytest.mark.service("postgres"), pytest.mark.nasaga_schemas]
 
 
 @pytest.mark.parametrize("bug", sorted(BROKEN_NASAGA_KAFKA))

@@ -19,7 +19,7 @@ from conformance._suites import BackendUnderTest, suite_named
 from conformance.backends import TRANSPORT_BACKENDS
 from conformance.services import Settings, down, up
 
-pytestmark = [pytest.mark.service("postgres")]
+pytestmark = [pytest.mark.service("postgres"), pytest.mark.nasaga_schemas]
 
 
 def _free_port() -> int:

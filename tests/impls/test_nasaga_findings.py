@@ -28,7 +28,8 @@ import pytest
 from impls.endpoints import mysql_params, pg_dsn
 from impls.nasaga import HostFailure, NasagaHost, NasagaHostError, OutboxRow
 
-pytestmark = pytest.mark.service("postgres")
+# nasaga_schemas: tests/conftest.py, OWN_SCHEMAS_MARK
+pytestmark = [pytest.mark.service("postgres"), pytest.mark.nasaga_schemas]
 
 TENANT = "t1"
 WORKFLOW = "order"

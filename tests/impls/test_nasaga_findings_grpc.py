@@ -26,7 +26,8 @@ from impls.nasaga._grpc import (
 from impls.transport import Identity, Pki, TransportError
 from tests.impls.test_nasaga_findings import TENANT, World, _last, _start, host, world
 
-pytestmark = pytest.mark.service("postgres")
+# nasaga_schemas: tests/conftest.py, OWN_SCHEMAS_MARK
+pytestmark = [pytest.mark.service("postgres"), pytest.mark.nasaga_schemas]
 __all__ = ["host", "world"]  # the findings module's fixtures, used here
 
 PRINCIPALS = ("orchestrator", "p0", "p1")

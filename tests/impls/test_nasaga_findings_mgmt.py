@@ -31,7 +31,8 @@ from tests.impls.test_nasaga_findings import (
 host = base.host  # the fixtures of the first module: one PostgreSQL host, one namespace per test
 world = base.world
 
-pytestmark = pytest.mark.service("postgres")
+# nasaga_schemas: tests/conftest.py, OWN_SCHEMAS_MARK
+pytestmark = [pytest.mark.service("postgres"), pytest.mark.nasaga_schemas]
 
 
 def _unknown_until_manual(host: NasagaHost, ns: str, saga_id: str, polls: int) -> list[str | None]:

@@ -23,6 +23,9 @@ import pytest
 
 from impls.nasaga import HostFailure, NasagaHost, NasagaHostError, OutboxRow, host_binary
 
+# nasaga keeps its rows in schemas of its own (tests/conftest.py: OWN_SCHEMAS_MARK).
+pytestmark = pytest.mark.nasaga_schemas
+
 TENANT = "t1"
 WORKFLOW = "order"
 NOW = 1_000_000
