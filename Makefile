@@ -6,6 +6,10 @@ SHELL := /bin/bash
 .DEFAULT_GOAL := help
 
 PYTHON ?= python3
+# make test starts a dozen Python processes (pytest phases, conformance runs, CLI subprocesses):
+# without cached bytecode each one compiles every module again (8.9 s of CPU against 3.5 s for one
+# pytest collection, measured). Caches go to __pycache__/, which git ignores.
+unexport PYTHONDONTWRITEBYTECODE
 VENV := .venv
 BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed-stamp
