@@ -183,7 +183,11 @@ TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
         ),
         TransportBackendSpec(
             "redis",
-            {"streams": "impls.transport:open_redis_client"},
+            # restarted with entries pending in profile deep only (_stream_restart.py)
+            {
+                "streams": "impls.transport:open_redis_client",
+                "stream_control": "conformance.crash:redis_control",
+            },
             "redis",
             "the Redis Streams connector on the real Redis 7 server; gRPC over loopback mTLS",
         ),

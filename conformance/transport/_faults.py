@@ -105,6 +105,15 @@ REPLY_LOST = register_fault_kind(
 #: ``transport:<kind>`` (``_nasaga.py``); a machine that runs no connector of a family says so
 #: under the family's (STREAMS_ONLY, GRPC_ONLY, KAFKA_ONLY).
 
+REDIS_RESTART = register_fault_kind(
+    FaultKind(
+        "redis-restart",
+        "the Redis server under the consumers killed -9 with entries pending and undelivered, then "
+        "restarted on its data directory",
+        applies_per=(STREAMS_ONLY, "transport:redis-restart"),
+    )
+)
+
 KILL_POINT = register_fault_point(
     FaultPointSpec("T-STREAM-01", "transport", "the handler answered (committed or absorbed); XACK not sent")
 )
@@ -121,6 +130,7 @@ STREAM_FAULTS = (
     UNSIGNED_ENVELOPE,
     OLD_KEY_ENVELOPE,
     KEY_ROTATED,
+    REDIS_RESTART,
 )
 GRPC_FAULTS = (WRONG_CA, MISSING_CERT, UNAUTHENTICATED_CALL, PRINCIPAL_MISMATCH, REPLY_LOST)
 

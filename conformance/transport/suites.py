@@ -56,7 +56,18 @@ def transport_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["dead-letter:DeadLettered"] = "the runtime never dead-lettered a command (transient budget)"
     targets["dead-letter:bad_signature"] = "no forged envelope was dead-lettered"
     targets["dead-letter:undecodable"] = "no poison entry was dead-lettered"
+    targets.update(redis_restart_targets(stats))
     return targets
+
+
+def redis_restart_targets(stats: SuiteStats) -> Mapping[str, str]:
+    """Where fault ``redis-restart`` applies (a ``stream_control``, profile deep): what it must reach."""
+    if stats.details.get("transport:redis-restart", "").startswith("not applicable"):
+        return {}
+    return {
+        "pending-survived-redis-restart": "no restart met entries pending and undelivered",
+        "pending-settled-after-redis-restart": "no entry pending over a restart was settled after it",
+    }
 
 
 def kafka_targets(stats: SuiteStats) -> Mapping[str, str]:
