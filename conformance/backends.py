@@ -205,6 +205,7 @@ TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
             {
                 "streams": "impls.transport:open_redis_client",
                 "target": "conformance.transport._nasaga_target:nasaga_target",
+                "stream_control": "conformance.crash:redis_control",  # profile deep only
             },
             "redis",  # and PostgreSQL under the host: its outage is an environment error there too
             "nasaga's Redis Streams connector (feature redis-stream) in its host, on the real Redis 7",

@@ -36,11 +36,11 @@ from conformance.saga import _world as w
 from conformance.saga._base import unwrapped
 from conformance.transport import _faults as f
 from conformance.transport._base import CONSUMERS, show
+from conformance.transport._faults import restart_applies
 from conformance.transport._stream_rules import StreamRules
 from impls.transport import Settled
 from model import saga as m
 
-RESTART_PROFILES = ("deep",)
 #: One example in this many opens with a restart (each costs the server's AOF replay and every
 #: client's reconnect): about 40 in a deep run of 2000 examples.
 RESTART_ONE_IN = 50
@@ -52,18 +52,6 @@ PART_RULES = {
     "pending": "S-STREAM-02",  # a pending entry would never be settled
     "dead_letters": "S-STREAM-06",
 }
-
-
-def restart_applies(target: Any, profile: str) -> str | None:
-    """Why the Redis server is not restarted in this run, or None."""
-    if getattr(target, "stream_control", None) is None:
-        return "the Redis server is not the suite's to restart (no stream_control role)"
-    if profile not in RESTART_PROFILES:
-        return (
-            f"a Redis restart runs in profile {'/'.join(RESTART_PROFILES)} only "
-            "(the server is shared by the suites a ci run runs beside this one)"
-        )
-    return None
 
 
 def restart_server(target: Any) -> str:
@@ -120,14 +108,7 @@ class StreamRestart(StreamRules):
         self.context.inject(f.REDIS_RESTART.name)
         self.note(restart_server(self.context.target))
         for o in w.OWNERS:
-            after = self._raw_streams(o)
-            for part, rule_id in PART_RULES.items():
-                if after[part] != before[o][part]:
-                    raise Violation(
-                        rule_id,
-                        f"the stream's {part.replace('_', ' ')} changed over a Redis restart",
-                        {"owner": o, "before": show(before[o][part]), "after": show(after[part])},
-                    )
+            compare_raw(self.names[o].stream, before[o], self._raw_streams(o))
         if before[owner]["pending"] and self._undelivered(owner):
             self.context.reach("pending-survived-redis-restart")
         self.after_step()
@@ -167,23 +148,37 @@ class StreamRestart(StreamRules):
         return measure.undelivered
 
     def _raw_streams(self, owner: str) -> dict[str, Any]:
-        """One stream as the server holds it, read raw (``XRANGE``, ``XINFO GROUPS``, ``XPENDING``)."""
-        names = self.names[owner]
-        pending, last = {}, {}
-        groups = self.client.xinfo_groups(names.stream) if self.client.exists(names.stream) else []
-        for info in groups or []:
-            group = _text(info["name"])
-            last[group] = _text(info["last-delivered-id"])
-            rows = self.client.xpending_range(names.stream, group, "-", "+", 1000) or []
-            pending[group] = sorted(
-                (_text(r["message_id"]), _text(r["consumer"]), int(r["times_delivered"])) for r in rows
+        return read_raw(self.client, self.names[owner].stream, self.names[owner].dead_letters)
+
+
+def read_raw(client: Any, stream: str, dead_letters: str) -> dict[str, Any]:
+    """One stream as the server holds it, read raw (``XRANGE``, ``XINFO GROUPS``, ``XPENDING``)."""
+    pending, last = {}, {}
+    groups = client.xinfo_groups(stream) if client.exists(stream) else []
+    for info in groups or []:
+        group = _text(info["name"])
+        last[group] = _text(info["last-delivered-id"])
+        rows = client.xpending_range(stream, group, "-", "+", 1000) or []
+        pending[group] = sorted(
+            (_text(r["message_id"]), _text(r["consumer"]), int(r["times_delivered"])) for r in rows
+        )
+    return {
+        "entries": client.xrange(stream) or [],
+        "last_delivered": last,
+        "pending": pending,
+        "dead_letters": client.xrange(dead_letters) or [],
+    }
+
+
+def compare_raw(stream: str, before: dict[str, Any], after: dict[str, Any]) -> None:
+    """What the server held before the restart, it must hold after it (``PART_RULES``)."""
+    for part, rule_id in PART_RULES.items():
+        if after[part] != before[part]:
+            raise Violation(
+                rule_id,
+                f"the stream's {part.replace('_', ' ')} changed over a Redis restart",
+                {"stream": stream, "before": show(before[part]), "after": show(after[part])},
             )
-        return {
-            "entries": self.client.xrange(names.stream) or [],
-            "last_delivered": last,
-            "pending": pending,
-            "dead_letters": self.client.xrange(names.dead_letters) or [],
-        }
 
 
 def _text(value: Any) -> str:
