@@ -45,7 +45,13 @@ from bench._saga_floor import SagaFloor
 from bench._saga_throughput import SAGA_SUITE, SagaThroughput
 from bench._section import Progress, Section, SectionOutcome, merge, unavailable
 from bench._throughput import Throughput
-from bench._transport_bench import STREAM_BACKENDS, TRANSPORT_SECTION, TRANSPORT_SUITE, TransportRate
+from bench._transport_bench import (
+    STREAM_BACKENDS,
+    TRANSPORT_ONLY,
+    TRANSPORT_SECTION,
+    TRANSPORT_SUITE,
+    TransportRate,
+)
 from bench._wire_cost import WireUnitCost
 from bench._workload import SHORT_IDS, membership, new_namespace, opened
 from conformance.backends import COMMIT_BACKENDS, SAGA_BACKENDS, BackendSpec, SagaBackendSpec
@@ -143,18 +149,13 @@ def _chosen(options: BenchOptions) -> tuple[list[str], list[BackendSpec], list[S
     families = {suite: suite_named(suite).family for suite in options.suites}  # ValueError: unknown
     commit_suites = [s for s, family in families.items() if family == "commit"]
     for name in options.backends:
-        if (
-            name not in COMMIT_BACKENDS
-            and name not in SAGA_BACKENDS
-            and name not in ("kafka", "nasaga-kafka", "nasaga-grpc")
-        ):
+        if name not in COMMIT_BACKENDS and name not in SAGA_BACKENDS and name not in TRANSPORT_ONLY:
             raise ValueError(f"unknown backend {name!r}; known: {', '.join(ALL_BACKENDS)}")
     commit = [COMMIT_BACKENDS[n] for n in options.backends if commit_suites and n in COMMIT_BACKENDS]
     saga = [SAGA_BACKENDS[n] for n in options.backends if SAGA_SUITE in families and n in SAGA_BACKENDS]
     running = {spec.name for spec in commit} | {spec.name for spec in saga}
     if TRANSPORT_SUITE in families:  # the transport section: stream backends, and gRPC on loopback
-        extra = ("kafka", "nasaga-kafka", "nasaga-grpc")  # no stream client: their own figures
-        running |= {n for n in options.backends if n in STREAM_BACKENDS or n in extra} or {"grpc"}
+        running |= {n for n in options.backends if n in STREAM_BACKENDS or n in TRANSPORT_ONLY} or {"grpc"}
     if not running:
         names, suites = ",".join(options.backends), ",".join(options.suites)
         raise ValueError(f"no backend of {names} runs suites {suites}")

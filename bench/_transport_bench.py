@@ -10,10 +10,11 @@ Per stream backend (``fakeredis``, ``redis``), slices alternate between
   in-memory saga backend, ``XACK``. A message counts once settled.
 
 For Kafka: bench/_kafka_bench.py; for nasaga's gRPC transport (``--backend nasaga-grpc``):
-bench/_nasaga_grpc_bench.py. For gRPC (loopback, one listener per bench run, the
-run's own certificates) slices alternate
-between a unary ``Echo`` and ``DeliverCommand`` (admission by principal, the participant's
-transaction, the receipt) over the same mTLS channel. Both loops are sequential on one
+bench/_nasaga_grpc_bench.py; for nasaga's Redis Streams connector (``--backend nasaga-redis-stream``,
+beside the same floor in the same run): bench/_nasaga_stream_bench.py. For gRPC (loopback, one
+listener per bench run, the run's own certificates) slices alternate between a unary ``Echo``
+and ``DeliverCommand`` (admission by principal, the participant's transaction, the receipt) over
+the same mTLS channel. Both loops are sequential on one
 connection: these are per-message costs, not a capacity. Nothing here is checked against a target.
 """
 
@@ -51,6 +52,8 @@ if TYPE_CHECKING:
 SLICES = 4
 BATCH = 16
 TRANSPORT_SUITE = "transport"
+#: Backends of the transport suite alone, each with figures of its own (no commit or saga backend).
+TRANSPORT_ONLY = ("kafka", "nasaga-kafka", "nasaga-grpc", "nasaga-redis-stream")
 
 
 @attrs.frozen
@@ -81,6 +84,20 @@ def _succeed(_command: object) -> Decision:
     return Decision.SUCCEED
 
 
+_FLOOR_BODY = command_to_blob(command_for(0))
+
+
+def floor_batch(client: Any, key: str) -> None:
+    """The engine's floor: ``BATCH`` entries of a signed command's size ``XADD``-ed, read by one
+    ``XREADGROUP`` of group ``g`` and acknowledged by one ``XACK``."""
+    for _ in range(BATCH):
+        client.xadd(
+            key, {b"body": _FLOOR_BODY, b"producer": b"orchestrator", b"kid": b"b1", b"sig": b"0" * 64}
+        )
+    reply: Any = client.xreadgroup("g", "c1", {key: ">"}, count=BATCH)
+    client.xack(key, "g", *[i for _, entries in reply for i, _ in entries])
+
+
 def _stream_slices(open_client: Callable[[], Any], seconds: float) -> tuple[Tally, Tally]:
     client = open_client()
     ns = f"ratchet:{new_namespace()}"
@@ -92,15 +109,6 @@ def _stream_slices(open_client: Callable[[], Any], seconds: float) -> tuple[Tall
     consumer.start()
     publisher = StreamPublisher(client, names, w.ORCHESTRATOR, lambda: ring)
     client.xgroup_create(floor_key, "g", id="0", mkstream=True)
-    body = command_to_blob(commands.next())
-
-    def floor_batch() -> None:
-        for _ in range(BATCH):
-            client.xadd(
-                floor_key, {b"body": body, b"producer": b"orchestrator", b"kid": b"b1", b"sig": b"0" * 64}
-            )
-        reply: Any = client.xreadgroup("g", "c1", {floor_key: ">"}, count=BATCH)
-        client.xack(floor_key, "g", *[i for _, entries in reply for i, _ in entries])
 
     def connector_batch() -> None:
         for _ in range(BATCH):
@@ -112,7 +120,7 @@ def _stream_slices(open_client: Callable[[], Any], seconds: float) -> tuple[Tall
     floor, mine = Tally(), Tally()
     try:
         for _ in range(SLICES):
-            floor.add(sync_timed_loop(floor_batch, seconds / SLICES))
+            floor.add(sync_timed_loop(lambda: floor_batch(client, floor_key), seconds / SLICES))
             mine.add(sync_timed_loop(connector_batch, seconds / SLICES))
     finally:
         consumer.stop()
@@ -175,7 +183,11 @@ def run_transport(options: BenchOptions, say: Progress) -> SectionOutcome:
     errors: dict[str, str] = {}
     missing: dict[str, str] = {}
     rates = []
-    for name in (b for b in options.backends if b in STREAM_BACKENDS):
+    # Ratchet's connector on each Redis Streams backend; another runtime's (a ``target``) below.
+    ratchets = (
+        b for b in options.backends if b in STREAM_BACKENDS and "target" not in STREAM_BACKENDS[b].factories
+    )
+    for name in ratchets:
         spec = STREAM_BACKENDS[name]
         reason = unavailable(spec.service)
         if reason is not None:
@@ -189,6 +201,20 @@ def run_transport(options: BenchOptions, say: Progress) -> SectionOutcome:
             continue
         rates.append(_rate(name, "redis-streams", "XADD+XREADGROUP+XACK", measured))
         say(f"transport {name}: {rates[-1].messages_per_second.median:.0f} msg/s")
+    if "nasaga-redis-stream" in options.backends:
+        reason = unavailable("redis") or unavailable("postgres")
+        if reason is not None:
+            missing["nasaga-redis-stream"] = reason
+        else:
+            try:
+                from bench._nasaga_stream_bench import nasaga_stream_slices
+
+                measured = [nasaga_stream_slices(seconds, floor_batch) for _ in range(runs)]
+                connector = "nasaga SagaRedisStreamPublisher+CommandConsumer"
+                rates.append(_rate("nasaga-redis-stream", connector, "XADD+XREADGROUP+XACK", measured))
+                say(f"transport nasaga-redis-stream: {rates[-1].messages_per_second.median:.0f} msg/s")
+            except Exception as exc:
+                errors["transport-rate nasaga-redis-stream"] = f"{type(exc).__name__}: {exc}"
     if "kafka" in options.backends:
         reason = unavailable("kafka")
         if reason is not None:

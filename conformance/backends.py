@@ -183,7 +183,11 @@ TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
         ),
         TransportBackendSpec(
             "redis",
-            {"streams": "impls.transport:open_redis_client"},
+            # restarted with entries pending in profile deep only (_stream_restart.py)
+            {
+                "streams": "impls.transport:open_redis_client",
+                "stream_control": "conformance.crash:redis_control",
+            },
             "redis",
             "the Redis Streams connector on the real Redis 7 server; gRPC over loopback mTLS",
         ),
@@ -201,6 +205,7 @@ TRANSPORT_BACKENDS: dict[str, TransportBackendSpec] = {
             {
                 "streams": "impls.transport:open_redis_client",
                 "target": "conformance.transport._nasaga_target:nasaga_target",
+                "stream_control": "conformance.crash:redis_control",  # profile deep only
             },
             "redis",  # and PostgreSQL under the host: its outage is an environment error there too
             "nasaga's Redis Streams connector (feature redis-stream) in its host, on the real Redis 7",

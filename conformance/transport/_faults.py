@@ -5,6 +5,9 @@ consumer process between COMMIT and ``XACK``, the bytes of an entry, the TLS han
 reply of a gRPC call. ``T-STREAM-01`` is the named instant a consumer is killed at.
 """
 
+from collections.abc import Mapping
+from typing import Any
+
 from conformance._faults import FaultKind, FaultPointSpec, register_fault_kind, register_fault_point
 from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN, RELAY_CRASH
 
@@ -105,6 +108,42 @@ REPLY_LOST = register_fault_kind(
 #: ``transport:<kind>`` (``_nasaga.py``); a machine that runs no connector of a family says so
 #: under the family's (STREAMS_ONLY, GRPC_ONLY, KAFKA_ONLY).
 
+REDIS_RESTART = register_fault_kind(
+    FaultKind(
+        "redis-restart",
+        "the Redis server under the consumers killed -9 with entries pending and undelivered, then "
+        "restarted on its data directory",
+        applies_per=(STREAMS_ONLY, "transport:redis-restart"),
+    )
+)
+
+#: ``redis-restart`` kills the server under the streams: only one the target's ``stream_control``
+#: names, and only in these profiles (in ``ci`` the project's Redis serves the suites running beside).
+RESTART_PROFILES = ("deep",)
+
+
+def restart_applies(target: Any, profile: str) -> str | None:
+    """Why the Redis server is not restarted in this run, or None."""
+    if getattr(target, "stream_control", None) is None:
+        return "the Redis server is not the suite's to restart (no stream_control role)"
+    if profile not in RESTART_PROFILES:
+        return (
+            f"a Redis restart runs in profile {'/'.join(RESTART_PROFILES)} only "
+            "(the server is shared by the suites a ci run runs beside this one)"
+        )
+    return None
+
+
+def redis_restart_targets(details: Mapping[str, str]) -> dict[str, str]:
+    """Where fault ``redis-restart`` applies (a ``stream_control``, profile deep): what it must reach."""
+    if details.get("transport:redis-restart", "").startswith("not applicable"):
+        return {}
+    return {
+        "pending-survived-redis-restart": "no restart met entries pending and undelivered",
+        "pending-settled-after-redis-restart": "no entry pending over a restart was settled after it",
+    }
+
+
 KILL_POINT = register_fault_point(
     FaultPointSpec("T-STREAM-01", "transport", "the handler answered (committed or absorbed); XACK not sent")
 )
@@ -121,6 +160,7 @@ STREAM_FAULTS = (
     UNSIGNED_ENVELOPE,
     OLD_KEY_ENVELOPE,
     KEY_ROTATED,
+    REDIS_RESTART,
 )
 GRPC_FAULTS = (WRONG_CA, MISSING_CERT, UNAUTHENTICATED_CALL, PRINCIPAL_MISMATCH, REPLY_LOST)
 

@@ -27,11 +27,11 @@ from conformance.saga import _world as w
 from conformance.saga._base import unwrapped
 from conformance.transport._base import GROUP_AUDIT, show
 from conformance.transport._grpc_rules import GrpcRules
-from conformance.transport._stream_rules import StreamRules
+from conformance.transport._stream_restart import StreamRestart
 from model import saga as m
 
 
-class TransportMachine(StreamRules, GrpcRules):
+class TransportMachine(StreamRestart, GrpcRules):
     def after_step(self) -> None:
         for owner in w.OWNERS:
             self._check_stream(owner)

@@ -7,11 +7,12 @@ from typing import Any
 
 import attrs
 
-from conformance._machine import ConformanceMachine, step_names
+from conformance._machine import ConformanceMachine, SuiteStats, step_names
 from conformance._suites import BackendUnderTest
 from conformance.saga._faults import RELAY_CRASH
 from conformance.transport import _faults as f
-from conformance.transport._nasaga import NasagaStreamMachine
+from conformance.transport._faults import redis_restart_targets
+from conformance.transport._nasaga_restart import NasagaRestartMachine
 from conformance.transport._nasaga_world import PLANTED
 
 
@@ -19,15 +20,18 @@ from conformance.transport._nasaga_world import PLANTED
 class NasagaTransportTarget:
     open_client: Callable[[], Any]
     redis_url: str
+    #: A ``ServiceControl`` of the Redis server under the streams (fault ``redis-restart``).
+    stream_control: Callable[[], Any] | None = None
 
     def specialise(self, _base: type[ConformanceMachine]) -> type[ConformanceMachine]:
-        return NasagaStreamMachine
+        return NasagaRestartMachine
 
     @classmethod
     def of(cls, backend: BackendUnderTest) -> NasagaTransportTarget:
         from impls.endpoints import redis_url
 
-        return cls(backend.factory("streams"), redis_url())
+        control = backend.factory("stream_control") if "stream_control" in backend.factories else None
+        return cls(backend.factory("streams"), redis_url(), control)
 
 
 def nasaga_target(backend: BackendUnderTest) -> NasagaTransportTarget:
@@ -71,9 +75,9 @@ def nasaga_grpc_targets() -> dict[str, str]:
     return targets
 
 
-def nasaga_targets() -> dict[str, str]:
+def nasaga_targets(stats: SuiteStats) -> dict[str, str]:
     """What the gate asks of a run on nasaga's connector."""
-    targets = {f"step:{name}": "this rule never ran" for name in step_names(NasagaStreamMachine)}
+    targets = {f"step:{name}": "this rule never ran" for name in step_names(NasagaRestartMachine)}
     for kind in (
         f.POISON,
         f.FORGED_ENVELOPE,
@@ -87,6 +91,7 @@ def nasaga_targets() -> dict[str, str]:
     targets["duplicate-entry-absorbed"] = "no second entry of a published command was absorbed by the inbox"
     targets["retained-entry-redelivered"] = "no entry left pending by a failing handler was redelivered"
     targets["trimmed-under-lag"] = "no trim removed entries while another group lagged"
+    targets.update(redis_restart_targets(stats.details))
     for _, reason in PLANTED.values():
         targets[f"dead-letter:{reason}"] = f"no entry was dead-lettered as {reason}"
     return targets

@@ -2,7 +2,9 @@
 
 Roles (``BackendUnderTest.factories``): ``streams`` opens a sync redis-py client (fakeredis or a
 real server); ``consumer`` builds a stream consumer (``impls.transport:StreamConsumer`` or a
-planted bug's subclass); ``admin`` the trimmer/backlog reader; ``listener`` the gRPC listener.
+planted bug's subclass); ``admin`` the trimmer/backlog reader; ``listener`` the gRPC listener;
+``stream_control`` (optional) a ``ServiceControl`` (``conformance.crash``) of the Redis server
+under the streams, which fault ``redis-restart`` kills -9 and restarts (``_stream_restart.py``).
 A failure file records these paths, so a replay rebuilds the very connector that failed.
 """
 
@@ -29,6 +31,7 @@ class TransportTarget:
     consumer: Callable[..., Any]
     admin: Callable[..., Any]
     listener: Callable[..., Any]
+    stream_control: Callable[[], Any] | None = None
 
     @classmethod
     def of(cls, backend: BackendUnderTest) -> TransportTarget | KafkaTarget:
@@ -42,6 +45,11 @@ class TransportTarget:
             return KafkaTarget.of(backend)
         roles = {**DEFAULT_ROLES, **backend.factories}
         full = BackendUnderTest(backend.name, backend.family, roles, backend.service)
+        control = full.factory("stream_control") if "stream_control" in roles else None
         return cls(
-            full.factory("streams"), full.factory("consumer"), full.factory("admin"), full.factory("listener")
+            full.factory("streams"),
+            full.factory("consumer"),
+            full.factory("admin"),
+            full.factory("listener"),
+            control,
         )

@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from conformance._machine import ConformanceMachine, SuiteStats, step_names
 from conformance._suites import BackendUnderTest, Family, Suite, register_family, register_suite
 from conformance.backends import TRANSPORT_BACKENDS
-from conformance.transport._faults import TRANSPORT_FAULTS
+from conformance.transport._faults import TRANSPORT_FAULTS, redis_restart_targets
 from conformance.transport._target import TransportTarget
 
 
@@ -44,7 +44,9 @@ def transport_targets(stats: SuiteStats) -> Mapping[str, str]:
         from conformance.transport._nasaga_target import nasaga_grpc_targets, nasaga_targets
 
         return (
-            nasaga_grpc_targets() if stats.details.get("transport:connector") == "grpc" else nasaga_targets()
+            nasaga_grpc_targets()
+            if stats.details.get("transport:connector") == "grpc"
+            else nasaga_targets(stats)
         )
     # fault:<kind> targets come from the runner (each kind where it applies: _faults.KAFKA_ONLY ...).
     if stats.details.get("transport:connector") == "kafka":
@@ -56,6 +58,7 @@ def transport_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["dead-letter:DeadLettered"] = "the runtime never dead-lettered a command (transient budget)"
     targets["dead-letter:bad_signature"] = "no forged envelope was dead-lettered"
     targets["dead-letter:undecodable"] = "no poison entry was dead-lettered"
+    targets.update(redis_restart_targets(stats.details))
     return targets
 
 
