@@ -132,10 +132,11 @@ SAGA_BACKENDS: dict[str, SagaBackendSpec] = {
             "the real nasaga runtime (nasaga-runtime-pgsql 2.0.2) in its host (hosts/nasaga)",
             role="runtime",
             build="make nasaga-host",
-            # ~25 steps/s on a quiet machine (each call one JSON line to the host and its database);
-            # with management, its recovery actions and queries drawn too, 100 examples reach every
-            # applicable target with the fixed seed (60 and 75 left relay-crash or reorder unreached).
-            examples={"ci": 100},
+            # ~25 steps/s on a quiet machine (each call one JSON line to the host and its database).
+            # Its rare targets (kills, races, wire faults, the non-JSON start) are directed by the
+            # opening (conformance/saga/_host_faults.py), so 45 examples reach every applicable
+            # target with a predicted miss below 1e-3 per run (docs/ci-gate.md, "reach"); 100 before.
+            examples={"ci": 45},
         ),
         SagaBackendSpec(
             "nasaga-mysql",
