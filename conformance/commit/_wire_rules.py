@@ -67,14 +67,22 @@ class WireFaultRules(ConformanceMachine):
         """Each wire kind in turn armed for one request (``partition``: one call) and met by a
         history page a member reads, which must send a request to the server (C-POST-08, C-PRE-06:
         the read fails UNAVAILABLE or the driver retries it, and what it answers must be the
-        model's)."""
+        model's). Before each, readiness must answer (bounded): a driver whose connection the last
+        fault reset (cassandra-driver marks the host down) sends nothing until it has reconnected,
+        and a fault armed then meets no request; one unmet is armed again, up to three reads."""
+        stats = self.context.stats
         for kind in STORE_WIRE_FAULTS:
             if not self.context.faults.allows(kind):
                 continue
-            self._arm_wire(kind, 1, 0)
-            query = v.history_query("t1", "c1", "alice", "before", None, 100, 1 << 20, self.now)
-            self.call(ObservedStore(self.oracle).history_page(query))
-            self.oracle.arm(None)  # a kind the read did not take waits for no later call
+            before = stats.faults[kind]
+            for _ in range(3):
+                self.run(self._ready_again())
+                self._arm_wire(kind, 1, 0)
+                query = v.history_query("t1", "c1", "alice", "before", None, 100, 1 << 20, self.now)
+                self.call(ObservedStore(self.oracle).history_page(query))
+                self.oracle.arm(None)  # a kind the read did not take waits for no later call
+                if stats.faults[kind] > before:
+                    break
 
     def _arm_wire(self, kind: str, requests: int, skip: int) -> None:
         if not self.context.faults.allows(kind):
