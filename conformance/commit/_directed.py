@@ -30,10 +30,14 @@ def _body(name: str) -> Any:
 class DirectedCommitMachine(CommitMachine):
     #: Run by the opening on a wire only (``WireFaultRules.wire_opening``).
     directed_on_wire = ("stalled_send",)
+    #: The wire kinds ``stalled_send`` meets on a write, which ``wire_walk`` then leaves out.
+    met_on_wire = ("wire-reply-lost", "wire-stall")
 
     if TYPE_CHECKING:
 
         def _arm_wire(self, kind: str, requests: int, skip: int) -> None: ...  # WireFaultRules
+
+        async def _ready_again(self) -> None: ...  # WireFaultRules
 
     def __init__(self) -> None:
         super().__init__()
@@ -74,8 +78,9 @@ class DirectedCommitMachine(CommitMachine):
         are caught by it."""
         fresh = [k for k in v.KEYS if v.parse_key(k) not in self.oracle.state.commits]
         skip = 2 if self.context.target.wire.mid_call else 0
-        for kind, key in zip(("wire-reply-lost", "wire-stall"), reversed(fresh), strict=False):
+        for kind, key in zip(self.met_on_wire, reversed(fresh), strict=False):
             if self.context.faults.allows(kind):
+                self.run(self._ready_again())  # a driver still reconnecting would send nothing
                 self._arm_wire(kind, 1, skip)
                 _body("send")(self, key=key, variant="same")
                 self.after_step()  # the checks a program runs between two steps
