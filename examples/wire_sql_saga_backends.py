@@ -48,6 +48,6 @@ def mysql_lost_commit_is_rollback(namespace: str, endpoint: str | None = None) -
 
 
 WIRE_SQL_SAGA_BACKENDS = {
-    "postgres_lost_commit_is_rollback": ("postgres", "S-ROUTE-01"),
-    "mysql_lost_commit_is_rollback": ("mariadb", "S-ROUTE-01"),
+    "postgres_lost_commit_is_rollback": ("postgres", "S-PART-01"),
+    "mysql_lost_commit_is_rollback": ("mariadb", "S-PART-01"),
 }

@@ -12,7 +12,7 @@ replay repeats it and shrinking drops it when a violation does not need it (docs
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from hypothesis.stateful import rule
 
@@ -28,6 +28,17 @@ def _body(name: str) -> Any:
 
 
 class DirectedCommitMachine(CommitMachine):
+    #: Run by the opening on a wire only (``WireFaultRules.wire_opening``).
+    directed_on_wire = ("stalled_send",)
+    #: The wire kinds ``stalled_send`` meets on a write, which ``wire_walk`` then leaves out.
+    met_on_wire = ("wire-reply-lost", "wire-stall")
+
+    if TYPE_CHECKING:
+
+        def _arm_wire(self, kind: str, requests: int, skip: int) -> None: ...  # WireFaultRules
+
+        async def _ready_again(self) -> None: ...  # WireFaultRules
+
     def __init__(self) -> None:
         super().__init__()
         self.walked = False
@@ -55,3 +66,22 @@ class DirectedCommitMachine(CommitMachine):
             if v.parse_key(key) in self.oracle.state.commits:
                 _body("resume")(self, key=key)
                 self.after_step()
+
+    @step
+    def stalled_send(self) -> None:
+        """On a wire, from the opening: two sends of fresh keys whose reserve meets
+        ``wire-reply-lost``, then ``wire-stall`` (on a mid-call route past the call's first two
+        requests: the conditional write), so the driver re-sends a request the server already ran,
+        or gives up on a write the server may have applied, and the store must recognise it as its
+        own or settle it (C-POST-01, C-POST-08). Drawn, this needs ``arm_wire_fault`` with the
+        right arguments just before a send of a fresh key; both planted ``examples.wire_stores``
+        are caught by it."""
+        fresh = [k for k in v.KEYS if v.parse_key(k) not in self.oracle.state.commits]
+        skip = 2 if self.context.target.wire.mid_call else 0
+        for kind, key in zip(self.met_on_wire, reversed(fresh), strict=False):
+            if self.context.faults.allows(kind):
+                self.run(self._ready_again())  # a driver still reconnecting would send nothing
+                self._arm_wire(kind, 1, skip)
+                _body("send")(self, key=key, variant="same")
+                self.after_step()  # the checks a program runs between two steps
+                self.oracle.arm(None)

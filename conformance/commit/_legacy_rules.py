@@ -97,6 +97,18 @@ class LegacyRules(ConformanceMachine):
     def legacy_commit(self, variant: str) -> None:
         """C-PRE-07: a message committed before the upgrade (full record, QIMC identity) replays its
         ACK for the same request and is a conflict for a request that differs in one field."""
+        self._legacy_commit(variant)
+
+    @step
+    def legacy_walk(self) -> None:
+        """From the opening on a wire (``WireFaultRules.wire_opening``, ``directed_on_wire``), where
+        a store imports legacy messages: the legacy message imported and its sender's next message
+        reserved, which must continue the legacy sequences (C-PRE-07; drawn, 5 of 127 Redis
+        examples on the fixed seed)."""
+        if self.imports_legacy():
+            self._legacy_commit("next")
+
+    def _legacy_commit(self, variant: str) -> None:
         key = LEGACY_SEND.commit_key
         if key not in self.oracle.state.commits:
             self._import()

@@ -208,6 +208,8 @@ class CommitWorld(ConformanceMachine):
 
 class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
     reserved = Bundle("reserved")
+    #: Run by the opening on a wire only (``WireFaultRules.wire_opening``).
+    directed_on_wire = ("legacy_walk",)
 
     def __init__(self) -> None:
         super().__init__()

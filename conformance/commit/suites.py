@@ -97,6 +97,10 @@ def _capabilities(stats: SuiteStats) -> StoreCapabilities:
     return StoreCapabilities(stats.details.get("atomic_publish_and_commit") == "True")
 
 
+#: Recorded steps of the base machines run only by the opening on a wire (``directed_on_wire``).
+ON_WIRE_ONLY = ("legacy_walk", "stalled_send")
+
+
 def _common_targets(
     stats: SuiteStats, machine: type[ConformanceMachine], rules: tuple[str, ...]
 ) -> dict[str, str]:
@@ -107,6 +111,11 @@ def _common_targets(
         targets["step:arm_wire_fault"] = "this rule never ran"
         targets["step:readiness_partitioned"] = "this rule never ran"
         targets["readiness-refused:partition"] = "readiness was never asked with the server partitioned"
+        targets["step:wire_walk"] = "the opening on a wire never walked the wire faults"
+        targets["step:seam_walk"] = "the opening on a wire never walked the seam's faults"
+    else:  # steps of the machines that only the opening on a wire runs (_wire_rules.wire_opening)
+        for name in ON_WIRE_ONLY:
+            targets.pop(f"step:{name}", None)
     targets["error-detail-scanned"] = "no store error's detail was scanned for backend text (C-ERR-01)"
     return targets
 
@@ -141,6 +150,7 @@ def store_targets(stats: SuiteStats) -> Mapping[str, str]:
         targets["legacy-sequences-continued"] = "no new key was reserved after a pre-upgrade commit"
     else:
         targets.pop("step:legacy_commit")
+        targets.pop("step:legacy_walk", None)
     return targets
 
 

@@ -3,6 +3,8 @@ the seed"): a few examples suffice, where random programs needed luck."""
 
 from __future__ import annotations
 
+import pytest
+
 from conformance import run_conformance
 
 COMMIT_WALK = {
@@ -47,3 +49,45 @@ def test_the_commit_fault_walk_reaches_every_crash_point_and_outbox_reuse() -> N
 
 def test_the_saga_route_walk_reaches_the_rare_route_outcomes() -> None:
     assert _reached("impls.saga.memory:open_memory_saga_backend", "saga") >= SAGA_WALK
+
+
+def test_the_saga_reorder_walk_delivers_out_of_order() -> None:
+    assert _reached("impls.saga.memory:open_memory_saga_backend", "saga") >= {
+        "step:reorder_walk",
+        "fault:reorder",
+    }
+
+
+#: What the opening on a wire reaches in every example (conformance/commit/_wire_rules.py).
+WIRE_OPENING = (
+    "fault:wire-reply-lost",
+    "fault:wire-reset-before",
+    "fault:wire-stall",
+    "fault:partition",
+    "fault:response-lost",
+    "fault:failed-before",
+    "rule:C-PRE-05",
+)
+
+
+@pytest.mark.service("redis")
+def test_the_wire_opening_reaches_every_wire_and_seam_fault_in_every_example() -> None:
+    report = run_conformance(
+        "impls.redis:open_redis_store",
+        backend="redis",
+        suites=("store",),
+        examples=3,
+        seed=3,
+        service="redis",
+        database_dir=None,
+        failure_dir=None,
+        coverage_gate=False,
+    )
+    (result,) = report.results
+    assert result.verdict.value == "pass", report.details()
+    opened = result.stats.reached_in["step:wire_walk"]
+    assert opened >= 1
+    assert {target: result.stats.reached_in[target] for target in WIRE_OPENING} == dict.fromkeys(
+        WIRE_OPENING, opened
+    )
+    assert result.stats.reached_in["legacy-sequences-continued"] == opened
