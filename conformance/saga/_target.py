@@ -60,12 +60,13 @@ class SagaTarget:
         """The machine with the wire-fault rule (conformance/saga/_wire.py) when there is a wire,
         and the host-crash rule (conformance/saga/_host_faults.py) when the host can be killed."""
         machine = base
+        if self.wire is not None:
+            from conformance.saga._wire import SagaWireRules
+
+            machine = type(base.__name__, (SagaWireRules, machine), {"proxy": self.wire.proxy})
         if self.host_faults:
             from conformance.saga._host_faults import HostFaultRules
 
+            # Outermost: its opening draws more than the others' and runs theirs first (super()).
             machine = type(base.__name__, (HostFaultRules, machine), {})
-        if self.wire is None:
-            return machine
-        from conformance.saga._wire import SagaWireRules
-
-        return type(base.__name__, (SagaWireRules, machine), {"proxy": self.wire.proxy})
+        return machine
