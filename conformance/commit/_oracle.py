@@ -151,6 +151,7 @@ class StoreOracle:
         self.armed_requests, self.armed_skip = 1, 0  # requests a wire fault meets; ones it lets through
         self.violation: Violation | None = None
         self.disturbances = 0  # faults injected plus uncertain outcomes seen: excuses RECOVERABLE
+        self.failed_calls: list[StoreErrorKind] = []  # each store/outbox error a caller was given
         self.conversation_of: dict[CommitKey, ConversationId] = {}
         self.first_coordinates: dict[CommitKey, MessageCoordinates] = {}
         self.real_rank: dict[CommitKey, int] = {}
@@ -287,6 +288,7 @@ class StoreOracle:
         if taken is not None:
             taken[0].hooks.after(*taken)
         if isinstance(actual, MessageStoreError):
+            self.failed_calls.append(actual.kind)
             raise actual
         return actual
 
@@ -318,6 +320,7 @@ class StoreOracle:
         if taken is not None:
             taken[0].hooks.after(*taken)
         if isinstance(actual, MessageStoreError):
+            self.failed_calls.append(actual.kind)
             raise actual
         return actual
 

@@ -12,7 +12,7 @@ import asyncio
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
-from model.commit import CommitError, MessageStoreError
+from model.commit import CommitError, MessageStoreError, StoreErrorKind
 
 T = TypeVar("T")
 
@@ -67,3 +67,18 @@ def own_crash(error: CommitError) -> str | None:
         return None
     found = f"{type(cause).__name__}: {cause!r}"
     return f"the committer answered {error.kind.value} over its own {found}"[:300]
+
+
+def gave_up_unsettled(failures: list[StoreErrorKind] | None, attempts: int, what: str) -> str | None:
+    """C-POST-08: a lost or uncertain answer is settled by re-reading the fact source.
+
+    ``failures``: the store and outbox errors a committer holding ``attempts`` was given in one whole
+    call (None when unknown: interleaved workers). A RECOVERABLE when the only failure was uncertain
+    hands the uncertainty back instead of re-reading: mutation testing found a retry budget spent at
+    the first failure passing as an excused RECOVERABLE (docs/sensitivity.md)."""
+    if failures is None or len(failures) != 1 or not failures[0].is_uncertain or attempts < 2:
+        return None
+    return (
+        f"{what} gave up (RECOVERABLE) after a single {failures[0].name} answer with {attempts} "
+        "attempts: an uncertain answer is settled by re-reading the store"
+    )
