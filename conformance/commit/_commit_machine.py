@@ -468,6 +468,7 @@ class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, CommitWorld):
                 self.context.reach("recovered")
             self.note_continuations()
         self.sweep_loop_survives_a_failure()
+        self.quota_across_time()
         for key in sorted(self.oracle.state.commits, key=CommitKey.sort_key):
             entry = self.oracle.state.commits[key]
             if entry.stage is not CommitStage.COMMITTED:
