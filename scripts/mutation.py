@@ -274,12 +274,10 @@ def run_package(
     if retest and not session.exists():  # a fresh clone: rebuild the session from the results
         cosmic_ray(tree, "init", str(_write_config(package, spec, tree, cfg)), str(session))
         counts = sample(tree, session, int(spec["sample"]), int(settings["seed"]))
-        pending = session_from_results(package, session)
+        session_from_results(package, session)
         earlier_s = float(json.loads((RESULTS / f"{package}.json").read_text()).get("baseline_s", 0.0))
         (BUILD / f"{package}.meta.json").write_text(json.dumps({"counts": counts, "baseline_s": earlier_s}))
         print(f"[mutation] {package}: session rebuilt from docs/mutation/{package}.json", flush=True)
-        if only and not {m for m in pending if m in only}:
-            raise SystemExit(f"[mutation] {package}: none of --only is a survivor of the last run")
     if retest:
         earlier = RESULTS / f"{package}.json"
         if not only:
@@ -374,17 +372,19 @@ def session_from_results(package: str, session: Path) -> list[str]:
 
 
 def forget_survivors(session: Path, only: frozenset[str] = frozenset()) -> int:
-    """Drop the results of the mutants that survived (``only``: of those ids), so that ``exec`` runs
-    them again."""
+    """Drop the results of the mutants that survived, so that ``exec`` runs them again; ``only``:
+    of exactly those ids, whatever their outcome (a kill the harness of that run got wrong, too)."""
     import sqlite3
 
     with sqlite3.connect(session) as db:
-        survivors = db.execute(
-            "SELECT r.job_id, m.module_path || ':' || m.operator_name || ':' || m.occurrence"
+        judged = db.execute(
+            "SELECT r.job_id, m.module_path || ':' || m.operator_name || ':' || m.occurrence, r.test_outcome"
             " FROM work_results r JOIN mutation_specs m ON m.job_id = r.job_id"
-            " WHERE r.test_outcome = 'SURVIVED'"
+            " WHERE r.worker_outcome != 'SKIPPED'"
         ).fetchall()
-        jobs = [(job,) for job, mutant in survivors if not only or mutant in only]
+        jobs = [
+            (job,) for job, mutant, outcome in judged if ((mutant in only) if only else outcome == "SURVIVED")
+        ]
         db.executemany("DELETE FROM work_results WHERE job_id = ?", jobs)
         return len(jobs)
 
@@ -564,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--sample", type=int, help="mutants per package (default: each package's sample)")
     run.add_argument("--retest", action="store_true", help="judge only the last run's survivors again")
     run.add_argument("--budget", type=float, help="seconds per package; then stop, results partial")
-    run.add_argument("--only", default="", help="with --retest: just these survivors (comma-separated ids)")
+    run.add_argument("--only", default="", help="with --retest: just these mutants (comma-separated ids)")
     shown = sub.add_parser("report", help="print the scores and the survivors (Markdown)")
     shown.add_argument("--results", type=Path, default=RESULTS, help="a results directory")
     partial = sub.add_parser("collect", help="write a package's results so far (a run cut short)")

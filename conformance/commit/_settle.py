@@ -9,12 +9,14 @@ may explain it). Behind a fault proxy the retries back off as ``StoreOracle.load
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
 from model.commit import CommitError, MessageStoreError, StoreErrorKind
 
 T = TypeVar("T")
+_Call = TypeVar("_Call", bound=Callable[..., Awaitable[Any]])
 
 
 def uncertain(result: object) -> bool:
@@ -82,3 +84,18 @@ def gave_up_unsettled(failures: list[StoreErrorKind] | None, attempts: int, what
         f"{what} gave up (RECOVERABLE) after a single {failures[0].name} answer with {attempts} "
         "attempts: an uncertain answer is settled by re-reading the store"
     )
+
+
+def records_failures(method: _Call) -> _Call:
+    """For the oracle's ``write`` and ``read``: every ``MessageStoreError`` a caller is given,
+    injected or the backend's own, goes to the oracle's ``failed_calls`` (``gave_up_unsettled``)."""
+
+    @functools.wraps(method)
+    async def recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(self, *args, **kwargs)
+        except MessageStoreError as error:
+            self.failed_calls.append(error.kind)
+            raise
+
+    return cast(_Call, recorded)
