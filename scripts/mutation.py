@@ -271,6 +271,13 @@ def run_package(
     copy_tree(tree)
     cfg = BUILD / f"{package}.toml"
     session = BUILD / f"{package}.sqlite"
+    if retest and not session.exists():  # a fresh clone: rebuild the session from the results
+        cosmic_ray(tree, "init", str(_write_config(package, spec, tree, cfg)), str(session))
+        counts = sample(tree, session, int(spec["sample"]), int(settings["seed"]))
+        session_from_results(package, session)
+        earlier_s = float(json.loads((RESULTS / f"{package}.json").read_text()).get("baseline_s", 0.0))
+        (BUILD / f"{package}.meta.json").write_text(json.dumps({"counts": counts, "baseline_s": earlier_s}))
+        print(f"[mutation] {package}: session rebuilt from docs/mutation/{package}.json", flush=True)
     if retest:
         earlier = RESULTS / f"{package}.json"
         if not only:
@@ -280,15 +287,8 @@ def run_package(
         print(f"[mutation] {package}: {forget_survivors(session, only)} survivors to judge again", flush=True)
     else:
         session.unlink(missing_ok=True)
-    test_command = f"{sys.executable} scripts/mutation.py test {package}"
-    cfg.write_text(
-        "[cosmic-ray]\n"
-        f"module-path = {json.dumps(modules_of(spec, tree))}\n"
-        f"timeout = {float(spec['timeout'])}\n"
-        "excluded-modules = []\n"
-        f"test-command = {json.dumps(test_command)}\n"
-        '[cosmic-ray.distributor]\nname = "local"\n'
-    )
+    test_command = _test_command(package)
+    _write_config(package, spec, tree, cfg)
     if not retest:
         cosmic_ray(tree, "init", str(cfg), str(session))
         wanted = size if size is not None else int(spec["sample"])
@@ -321,18 +321,70 @@ def run_package(
     collect(package)
 
 
+def _test_command(package: str) -> str:
+    return f"{sys.executable} scripts/mutation.py test {package}"
+
+
+def _write_config(package: str, spec: dict[str, Any], tree: Path, cfg: Path) -> Path:
+    cfg.write_text(
+        "[cosmic-ray]\n"
+        f"module-path = {json.dumps(modules_of(spec, tree))}\n"
+        f"timeout = {float(spec['timeout'])}\n"
+        "excluded-modules = []\n"
+        f"test-command = {json.dumps(_test_command(package))}\n"
+        '[cosmic-ray.distributor]\nname = "local"\n'
+    )
+    return cfg
+
+
+def session_from_results(package: str, session: Path) -> list[str]:
+    """Fill a freshly sampled session with the committed outcomes of docs/mutation/<package>.json,
+    so that ``--retest`` works from a fresh clone (which has no build/mutation/). Every sampled
+    mutant must be in the results (the sample is the same while the source is); the survivors get
+    a SURVIVED result, for ``forget_survivors`` to drop. Returns the survivors' ids."""
+    from cosmic_ray.work_db import WorkDB, use_db
+    from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
+
+    recorded = {m["id"]: m for m in json.loads((RESULTS / f"{package}.json").read_text())["mutants"]}
+    survivors: list[str] = []
+    with use_db(str(session), WorkDB.Mode.open) as db:
+        for item in db.pending_work_items:
+            mutation = item.mutations[0]
+            mutant_id = f"{mutation.module_path}:{mutation.operator_name}:{mutation.occurrence}"
+            mutant = recorded.get(mutant_id)
+            if mutant is None:
+                raise SystemExit(
+                    f"[mutation] {package}: {mutant_id} is sampled but not in docs/mutation/{package}.json: "
+                    "the source changed since that run; run the package whole"
+                )
+            verdict = {k: mutant[k] for k in ("verdict", "rule", "suite", "detail", "seconds") if k in mutant}
+            output = (
+                "timeout" if mutant["outcome"] == "timeout" else f"{VERDICT_PREFIX} {json.dumps(verdict)}"
+            )
+            test_outcome = {"survived": TestOutcome.SURVIVED, "incompetent": TestOutcome.INCOMPETENT}.get(
+                mutant["outcome"], TestOutcome.KILLED
+            )
+            if test_outcome is TestOutcome.SURVIVED:
+                survivors.append(mutant_id)
+            result = WorkResult(WorkerOutcome.NORMAL, output, test_outcome, mutant.get("diff", ""))
+            db.set_result(item.job_id, result)
+    return survivors
+
+
 def forget_survivors(session: Path, only: frozenset[str] = frozenset()) -> int:
-    """Drop the results of the mutants that survived (``only``: of those ids), so that ``exec`` runs
-    them again."""
+    """Drop the results of the mutants that survived, so that ``exec`` runs them again; ``only``:
+    of exactly those ids, whatever their outcome (a kill the harness of that run got wrong, too)."""
     import sqlite3
 
     with sqlite3.connect(session) as db:
-        survivors = db.execute(
-            "SELECT r.job_id, m.module_path || ':' || m.operator_name || ':' || m.occurrence"
+        judged = db.execute(
+            "SELECT r.job_id, m.module_path || ':' || m.operator_name || ':' || m.occurrence, r.test_outcome"
             " FROM work_results r JOIN mutation_specs m ON m.job_id = r.job_id"
-            " WHERE r.test_outcome = 'SURVIVED'"
+            " WHERE r.worker_outcome != 'SKIPPED'"
         ).fetchall()
-        jobs = [(job,) for job, mutant in survivors if not only or mutant in only]
+        jobs = [
+            (job,) for job, mutant, outcome in judged if ((mutant in only) if only else outcome == "SURVIVED")
+        ]
         db.executemany("DELETE FROM work_results WHERE job_id = ?", jobs)
         return len(jobs)
 
@@ -512,7 +564,7 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--sample", type=int, help="mutants per package (default: each package's sample)")
     run.add_argument("--retest", action="store_true", help="judge only the last run's survivors again")
     run.add_argument("--budget", type=float, help="seconds per package; then stop, results partial")
-    run.add_argument("--only", default="", help="with --retest: just these survivors (comma-separated ids)")
+    run.add_argument("--only", default="", help="with --retest: just these mutants (comma-separated ids)")
     shown = sub.add_parser("report", help="print the scores and the survivors (Markdown)")
     shown.add_argument("--results", type=Path, default=RESULTS, help="a results directory")
     partial = sub.add_parser("collect", help="write a package's results so far (a run cut short)")

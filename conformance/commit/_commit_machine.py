@@ -35,23 +35,24 @@ from typing import Any
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, multiple, rule
 
-from conformance._faults import CRASH, INTERLEAVE, RECOVERY_SWEEP
+from conformance._faults import CRASH, INTERLEAVE
 from conformance._machine import step
 from conformance._outage import bounded
 from conformance._scheduler import Gate, Scheduler, SchedulerHang, WorkerOutcome
 from conformance._violations import HarnessEnvironmentError
 from conformance.commit import _vocabulary as v
-from conformance.commit._faults import OUTBOX_FAULTS
+from conformance.commit._faults import OUTBOX_FAULTS, WorkerKilled
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import HaltExample, ObservedStore
 from conformance.commit._outbox import ObservedOutbox, OutboxOracle
 from conformance.commit._quota_rules import QuotaRules
 from conformance.commit._readiness_rules import ReadinessRules
-from conformance.commit._settle import own_crash
+from conformance.commit._recovery_rules import RecoveryRules
+from conformance.commit._settle import gave_up_unsettled, own_crash
 from conformance.commit._store_machine import CONVERSATIONS, KEYS, STORE_FAULTS, VARIANTS, CommitWorld
 from conformance.commit._target import CommitTarget
 from impls.api import ListableOutbox, MessageStore, Outbox
-from impls.commit import CommitRecovery, MessageCommitter, Quota
+from impls.commit import MessageCommitter, Quota
 from model.commit import (
     MAX_SCAN_ITEMS,
     CommitError,
@@ -75,15 +76,7 @@ _QUIESCENCE_ROUNDS = 6
 COMMITTER_ATTEMPTS = 3
 
 
-class WorkerKilled(BaseException):
-    """Raised by the fault hook: the committer dies at a named fault point."""
-
-    def __init__(self, point: FaultPoint) -> None:
-        super().__init__(point.value)
-        self.point = point
-
-
-class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
+class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, CommitWorld):
     reserved = Bundle("reserved")
 
     def __init__(self) -> None:
@@ -97,6 +90,7 @@ class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
         )
         self.crash_at: set[FaultPoint] = set()  # armed crashes; each fires once
         self.step_stores: list[ObservedStore] = []  # the committers' stores of the current step
+        self.last_failures: list[Any] | None = None  # store errors the last driven worker was given
 
     # --- building workers ----------------------------------------------------------------------
 
@@ -151,8 +145,17 @@ class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
 
     def drive(self, body: Callable[[Gate | None], Awaitable[Any]]) -> WorkerOutcome[Any]:
         """Run one worker alone (no scheduler); a crash or CommitError is its outcome."""
+        mark = len(self.oracle.failed_calls)
+        self.last_failures = None
+
+        async def worker() -> Any:
+            try:
+                return await body(None)
+            finally:  # before the harness's own read-back (judged by ``gave_up_unsettled``)
+                self.last_failures = self.oracle.failed_calls[mark:]
+
         try:
-            return WorkerOutcome(0, value=self.run(self._observed(body(None))))
+            return WorkerOutcome(0, value=self.run(self._observed(worker())))
         except HaltExample as halt:
             raise halt.violation from None
         except KeyboardInterrupt:
@@ -205,6 +208,8 @@ class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
                     raise self.oracle.fail(
                         "C-ERR-03", f"{how} for {name} returned RECOVERABLE without its key"
                     ).violation
+                if gave_up := gave_up_unsettled(self.last_failures, COMMITTER_ATTEMPTS, f"{how} for {name}"):
+                    raise self.oracle.fail("C-POST-08", gave_up).violation
                 if disturbed or _RECOVERABLE in allowed:
                     self.context.reach("rule:C-ERR-03")
                     return
@@ -361,6 +366,7 @@ class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
         self.context.inject(INTERLEAVE.name)
         self.note(f"interleaving: {scheduler.turns}")
         acks: set[CommittedMessage] = set()
+        self.last_failures = None  # interleaved workers share the store: not one worker's failures
         for kind, outcome in zip(workers, outcomes, strict=True):
             allowed = send_allowed if kind == "send" else resume_allowed
             self.judge(f"concurrent {kind} (worker {outcome.worker})", commit_key, allowed, outcome, True)
@@ -374,55 +380,6 @@ class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
             self.context.reach("concurrent-acknowledged")
 
     # --- recovery, the world, faults -------------------------------------------------------------
-
-    @rule(age=st.sampled_from(("everything", "older-than-5s")), batch=st.sampled_from((None, 1, 2)))
-    @step
-    def recover(self, age: str, batch: int | None) -> None:
-        """A recovery sweep: every due intent is resumed from its stored facts (C-POST-02); with a
-        ``batch``, the shipped ``CommitRecovery`` sweeps (minimum age 0 or 5 s) in batches that size."""
-        min_age = 0 if age == "everything" else 5_000
-        older_than = self.now + 1 if batch is None and age == "everything" else self.now - min_age
-        due = model_scan(self.oracle.state, older_than, MAX_SCAN_ITEMS)
-        assert isinstance(due, list)
-        before = self.oracle.disturbances
-        committer = self.committer()
-        sweep = CommitRecovery(committer, self, min_age_ms=min_age, batch=batch) if batch else None
-        outcome = self.drive(
-            lambda gate: sweep.run_once() if sweep else committer.recover_due(older_than, MAX_SCAN_ITEMS)
-        )
-        self.context.inject(RECOVERY_SWEEP.name)
-        disturbed = self.oracle.disturbances > before
-        if isinstance(outcome.error, WorkerKilled):
-            return
-        if outcome.error is not None:
-            if (
-                isinstance(outcome.error, CommitError)
-                and outcome.error.kind is CommitErrorKind.UNAVAILABLE
-                and disturbed
-            ):
-                return
-            raise self.oracle.fail(
-                "C-ERR-02" if not isinstance(outcome.error, CommitError) else "C-POST-02",
-                f"recover_due failed: {outcome.error!r}"[:300],
-            ).violation
-        if disturbed:
-            return
-        stranded = [
-            intent.key
-            for intent in due
-            if (entry := self.oracle.state.commits.get(intent.key)) is None
-            or entry.stage is not CommitStage.COMMITTED
-        ]
-        if stranded:
-            raise self.oracle.fail(
-                "C-POST-02", f"recovery left {', '.join(v.key_name(k) for k in stranded)} unfinished"
-            ).violation
-        if outcome.value != len(due):
-            raise self.oracle.fail(
-                "C-POST-02", f"recover_due reported {outcome.value} recovered; {len(due)} were due"
-            ).violation
-        if due:
-            self.context.reach("recovered")
 
     @rule(
         tenant=st.sampled_from(v.TENANTS),
@@ -481,6 +438,7 @@ class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
         self.crash_at.clear()
         self.oracle.arm(None)
         self.outbox_oracle.arm(None)
+        self.sweep_in_small_batches()
         unavailable = 0
         rounds = _QUIESCENCE_ROUNDS
         while rounds > 0:
@@ -509,6 +467,8 @@ class CommitMachine(QuotaRules, ReadinessRules, CommitWorld):
             if any(self._stage_of(i.key) == CommitStage.COMMITTED.name for i in due):
                 self.context.reach("recovered")
             self.note_continuations()
+        self.sweep_loop_survives_a_failure()
+        self.quota_across_time()
         for key in sorted(self.oracle.state.commits, key=CommitKey.sort_key):
             entry = self.oracle.state.commits[key]
             if entry.stage is not CommitStage.COMMITTED:

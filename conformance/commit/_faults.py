@@ -6,6 +6,7 @@ ask for each of them apart from the store's.
 """
 
 from conformance._faults import FaultKind, register_fault_kind
+from model.commit import FaultPoint
 
 OUTBOX_ACK_LOST = register_fault_kind(
     FaultKind("outbox-ack-lost", "the outbox appended the entry, then the committer saw UNAVAILABLE")
@@ -18,3 +19,11 @@ OUTBOX_DOWN = register_fault_kind(
 )
 
 OUTBOX_FAULTS = {kind.name: kind for kind in (OUTBOX_ACK_LOST, OUTBOX_FAILED, OUTBOX_DOWN)}
+
+
+class WorkerKilled(BaseException):
+    """Raised by the fault hook: the committer dies at a named fault point."""
+
+    def __init__(self, point: FaultPoint) -> None:
+        super().__init__(point.value)
+        self.point = point

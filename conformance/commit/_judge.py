@@ -18,10 +18,12 @@ from collections.abc import Mapping
 
 from conformance.commit._vocabulary import T0, key_name
 from model.commit import (
+    ABSENT_RANK,
     CommitIntent,
     CommitStage,
     CommittedMessage,
     HistoryPage,
+    LoadedCommit,
     LoadedCommitted,
     LoadedInFlight,
     MessageCoordinates,
@@ -271,3 +273,12 @@ def show(value: object) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(show(v) for v in value) + "]"
     return repr(value)
+
+
+def rank_of(loaded: LoadedCommit | MessageStoreError | None) -> int:
+    """The stage rank a read shows (C-POST-08: it never goes down); absent for none or an error."""
+    if loaded is None or isinstance(loaded, MessageStoreError):
+        return ABSENT_RANK
+    if isinstance(loaded, LoadedCommitted):
+        return CommitStage.COMMITTED.rank
+    return loaded.stage.rank

@@ -47,6 +47,7 @@ LEGACY_SEND = AuthenticatedSend(
     "legacy",
     MessageContent(MessageType.TEXT, b"L" * 100),
     mentions=("bob",),
+    reply_to=2,  # a reply: the pre-upgrade record and identity carry every field (C-PRE-03)
 )
 LEGACY_COORDINATES = MessageCoordinates(7, 3, v.T0 - v.DAY_MS)
 LEGACY_PUBLICATION = OutboxPublication("legacy-stream", "1690000000000-0")
@@ -54,7 +55,7 @@ LEGACY_PUBLICATION = OutboxPublication("legacy-stream", "1690000000000-0")
 #: sequences the code before the upgrade advanced go on from where it left them (its coordinates
 #: are compared with the model's, whose counters the import set; a store that imports a message but
 #: not its counters hands the next one numbers already taken).
-LEGACY_VARIANTS = ("same", "device", "content", "mentions", "next")
+LEGACY_VARIANTS = ("same", "device", "content", "mentions", "reply", "next")
 
 
 def legacy_request(variant: str) -> AuthenticatedSend:
@@ -64,6 +65,8 @@ def legacy_request(variant: str) -> AuthenticatedSend:
         return attrs.evolve(LEGACY_SEND, content=MessageContent(MessageType.TEXT, b"L" * 99))
     if variant == "mentions":
         return attrs.evolve(LEGACY_SEND, mentions=())
+    if variant == "reply":
+        return attrs.evolve(LEGACY_SEND, reply_to=None)
     if variant == "next":
         return attrs.evolve(LEGACY_SEND, client_message_id="legacy-next")
     return LEGACY_SEND

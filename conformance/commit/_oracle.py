@@ -46,13 +46,14 @@ from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.commit._judge import (
     combined_step_rule,
     exercised,
+    rank_of,
     refusal_rule,
     show,
     uncertain_rule,
     verdict,
 )
 from conformance.commit._leaks import leaked, vocabulary
-from conformance.commit._settle import never_settled, retry_uncertain, uncertain
+from conformance.commit._settle import never_settled, records_failures, retry_uncertain, uncertain
 from conformance.commit._vocabulary import key_name
 from impls.api import InMemoryMembership, MessageStore
 from model.commit import (
@@ -151,6 +152,7 @@ class StoreOracle:
         self.armed_requests, self.armed_skip = 1, 0  # requests a wire fault meets; ones it lets through
         self.violation: Violation | None = None
         self.disturbances = 0  # faults injected plus uncertain outcomes seen: excuses RECOVERABLE
+        self.failed_calls: list[StoreErrorKind] = []  # each store/outbox error a caller was given
         self.conversation_of: dict[CommitKey, ConversationId] = {}
         self.first_coordinates: dict[CommitKey, MessageCoordinates] = {}
         self.real_rank: dict[CommitKey, int] = {}
@@ -251,6 +253,7 @@ class StoreOracle:
     def atomic(self) -> bool:
         return self.capabilities.atomic_publish_and_commit
 
+    @records_failures
     async def write(
         self,
         gate: Gate | None,
@@ -290,6 +293,7 @@ class StoreOracle:
             raise actual
         return actual
 
+    @records_failures
     async def read(
         self,
         gate: Gate | None,
@@ -436,7 +440,7 @@ class StoreOracle:
             return
         real = await self.load_real(key, conversation)
         expected = model_load_commit(self.state, key, conversation)
-        rank = _rank(real)
+        rank = rank_of(real)
         previous = self.real_rank.get(key, ABSENT_RANK)
         if rank < previous:
             raise self.fail(
@@ -496,14 +500,6 @@ class StoreOracle:
                 "C-POST-01", f"{key_name(key)} was acknowledged with new coordinates {show(ack.coordinates)}"
             )
         self.context.reach("rule:C-POST-10")
-
-
-def _rank(loaded: LoadedCommit | MessageStoreError | None) -> int:
-    if loaded is None or isinstance(loaded, MessageStoreError):
-        return ABSENT_RANK
-    if isinstance(loaded, LoadedCommitted):
-        return CommitStage.COMMITTED.rank
-    return loaded.stage.rank
 
 
 class ObservedStore:

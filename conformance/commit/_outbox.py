@@ -217,12 +217,14 @@ class ObservedOutbox:
         fault = ledger.take_fault("publish")
         if fault is OUTBOX_FAILED or fault is OUTBOX_DOWN:
             store.note(f"outbox.publish({name}) -> injected {fault.name}: UNAVAILABLE, nothing appended")
+            store.failed_calls.append(StoreErrorKind.UNAVAILABLE)
             raise MessageStoreError(StoreErrorKind.UNAVAILABLE, f"injected: {fault.name}", key)
         result = await store.call_real("outbox.publish", key, lambda: self._real.publish(intent))
         store.note(f"outbox.publish({name}) -> {show(result)}")
         if isinstance(result, MessageStoreError):
             if result.kind.is_uncertain:
                 store.disturbances += 1
+            store.failed_calls.append(result.kind)
             raise result
         republished = key in ledger.entries
         ledger.acknowledged(key, result)
@@ -231,6 +233,7 @@ class ObservedOutbox:
         if fault is OUTBOX_ACK_LOST:
             ledger.expect_reuse(key, OUTBOX_ACK_LOST.name)
             store.note(f"outbox.publish({name}) -> injected {fault.name}: the committer sees UNAVAILABLE")
+            store.failed_calls.append(StoreErrorKind.UNAVAILABLE)
             raise MessageStoreError(StoreErrorKind.UNAVAILABLE, "injected: the outbox's answer was lost", key)
         return result
 

@@ -73,6 +73,7 @@ class QuotaRules(ConformanceMachine):
     if TYPE_CHECKING:
         oracle: Any
         membership: Any
+        now: int
 
         def committer(
             self, gate: Any = None, conversation: str = "c1", real: Any = None, quota: Quota | None = None
@@ -89,6 +90,20 @@ class QuotaRules(ConformanceMachine):
     def __init__(self) -> None:
         super().__init__()
         self.harness_quota = HarnessQuota(cast(Clock, self))  # the machine is the suites' clock
+
+    def quota_across_time(self) -> None:
+        """C-PRE-08, at quiescence: each sender of ``t1`` asks the quota twice with the clock moved
+        between, inside the shipped quota's one window. Its answer must not depend on when in the
+        window it is asked: a program seldom sends two new keys of one sender across a clock step, so a
+        window computed from the time wrongly (``now + window`` for ``now // window``) passed."""
+        quota = self.harness_quota
+        for sender in v.SENDERS:
+            for _ in range(2):
+                self.run(quota.admit(TenantId("t1"), UserId(sender)))
+                self.now += 1
+        if quota.disagreed:
+            raise self.oracle.fail("C-PRE-08", quota.disagreed[0]).violation
+        self.context.reach("quota-asked-across-time")
 
     @rule(target=reserved, key=st.sampled_from(v.KEYS))
     @step

@@ -9,12 +9,14 @@ may explain it). Behind a fault proxy the retries back off as ``StoreOracle.load
 from __future__ import annotations
 
 import asyncio
+import functools
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar, cast
 
-from model.commit import CommitError, MessageStoreError
+from model.commit import CommitError, MessageStoreError, StoreErrorKind
 
 T = TypeVar("T")
+_Call = TypeVar("_Call", bound=Callable[..., Awaitable[Any]])
 
 
 def uncertain(result: object) -> bool:
@@ -67,3 +69,33 @@ def own_crash(error: CommitError) -> str | None:
         return None
     found = f"{type(cause).__name__}: {cause!r}"
     return f"the committer answered {error.kind.value} over its own {found}"[:300]
+
+
+def gave_up_unsettled(failures: list[StoreErrorKind] | None, attempts: int, what: str) -> str | None:
+    """C-POST-08: a lost or uncertain answer is settled by re-reading the fact source.
+
+    ``failures``: the store and outbox errors a committer holding ``attempts`` was given in one whole
+    call (None when unknown: interleaved workers). A RECOVERABLE when the only failure was uncertain
+    hands the uncertainty back instead of re-reading: mutation testing found a retry budget spent at
+    the first failure passing as an excused RECOVERABLE (docs/sensitivity.md)."""
+    if failures is None or len(failures) != 1 or not failures[0].is_uncertain or attempts < 2:
+        return None
+    return (
+        f"{what} gave up (RECOVERABLE) after a single {failures[0].name} answer with {attempts} "
+        "attempts: an uncertain answer is settled by re-reading the store"
+    )
+
+
+def records_failures(method: _Call) -> _Call:
+    """For the oracle's ``write`` and ``read``: every ``MessageStoreError`` a caller is given,
+    injected or the backend's own, goes to the oracle's ``failed_calls`` (``gave_up_unsettled``)."""
+
+    @functools.wraps(method)
+    async def recorded(self: Any, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return await method(self, *args, **kwargs)
+        except MessageStoreError as error:
+            self.failed_calls.append(error.kind)
+            raise
+
+    return cast(_Call, recorded)

@@ -178,6 +178,11 @@ def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
         )
     targets["readiness-refused:outbox-down"] = "readiness was never asked while the outbox was down"
     targets["quota-exhausted"] = "no send met the suite's quota exhausted (C-PRE-08)"
+    targets["quota-asked-across-time"] = "the quotas were never asked across a clock step (C-PRE-08)"
+    targets["recovery-batches-continued"] = "no CommitRecovery sweep went on past a full batch (C-POST-02)"
+    targets["recovery-loop-swept-after-failure"] = (
+        "no recovery loop swept again after a failed sweep (C-POST-02)"
+    )
     targets["committer-default-retention"] = "no committer kept its own default retention (C-ERR-04)"
     targets["outbox-republish-probed"] = "no committed key was published again at quiescence"
     if stats.details.get("outbox_lists_entries") == "True":
