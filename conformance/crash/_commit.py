@@ -93,8 +93,9 @@ class DurabilityCommitMachine(CommitMachine):
     @initialize(target=CommitMachine.reserved, key=KEYS, variant=VARIANTS, data=st.data())
     def opening(self, key: str, variant: str, data: st.DataObject) -> Any:
         """Every example opens with a recorded ``send`` and then runs each other rule of the machine
-        once, in a drawn order, with arguments drawn from the rule's own strategies (a rule whose
-        precondition does not hold here is left to the program). This rule is not a step itself:
+        once, in a drawn order, with arguments drawn from the rule's own strategies (``reopen``
+        twice: the store, then the outbox; a rule whose precondition does not hold here is left to
+        the program). This rule is not a step itself:
         the program shows the rules it called and replays as it ran.
 
         The suite's gate demands that every rule ran (``step:<rule>``) in its 30 ci examples; with
@@ -110,6 +111,12 @@ class DurabilityCommitMachine(CommitMachine):
             if name == "resume":
                 if isinstance(reserved, str):
                     self.resume(key=reserved)
+                continue
+            if name == "reopen":
+                # Each object alone (``reopened:store``, ``reopened:outbox``); a drawn ``what``
+                # reopened the outbox alone in 3 of 32 fakeredis examples of one seed.
+                self.reopen(what="store")
+                self.reopen(what="outbox")
                 continue
             arguments = {k: data.draw(s, label=f"{name}.{k}") for k, s in rule_.arguments.items()}
             getattr(self, name)(**arguments)
