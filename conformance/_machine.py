@@ -131,6 +131,10 @@ class RunContext:
     #: The deadline ended the shrinking of a found failure: whatever Hypothesis makes of the
     #: interrupted replay (its final run then draws less, a "flaky" definition) is not a verdict.
     shrink_stopped: bool = False
+    #: The first exception other than a Violation that escaped a step (a harness bug, an
+    #: environment error raised part-way): no verdict, but Hypothesis shrinks it like a failure,
+    #: so it gets the same bounded shrink as a violation (``start_shrink_clock``).
+    step_error: BaseException | None = None
     budget_spent: bool = False
     cleanup: Namespaces = attrs.field(factory=Namespaces)
     #: The backend's real service (BackendSpec.service): probed between examples, see check_service.
@@ -164,12 +168,21 @@ class RunContext:
         if self.deadline is None:
             return
         now = time.monotonic()
-        shrinking = self.last_failure is not None
+        shrinking = self.last_failure is not None or self.step_error is not None
         if now >= self.deadline and (not shrinking or now >= (self.hard_deadline or self.deadline)):
             # The shrink budget ends a verdict already found, not the run's time budget.
             self.budget_spent = self.budget_spent or not (shrinking and self.shrink_budget_s is not None)
             self.shrink_stopped = shrinking
             raise BudgetSpent()
+
+    def start_shrink_clock(self) -> None:
+        """The first failure of the run was found: no new example starts, and Hypothesis shrinks
+        it for at most ``shrink_budget_s`` (docs/ci-gate.md)."""
+        if self.shrink_budget_s is None or self.last_failure is not None or self.step_error is not None:
+            return
+        now = time.monotonic()
+        self.deadline = min(now, self.deadline or now)
+        self.hard_deadline = min(now + self.shrink_budget_s, self.hard_deadline or math.inf)
 
     def check_service(self) -> None:
         """Between examples, at most every ``PROBE_EVERY_S``: a real service that stopped answering
@@ -249,10 +262,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     def record_failure(self, violation: Violation) -> None:
         self.failed = True
         context = self.context
-        if context.shrink_budget_s is not None and context.last_failure is None:
-            now = time.monotonic()
-            context.deadline = min(now, context.deadline or now)
-            context.hard_deadline = min(now + context.shrink_budget_s, context.hard_deadline or math.inf)
+        context.start_shrink_clock()
         context.last_failure = RecordedFailure(list(self.program), violation, list(self.trace))
         if self.context.on_failure is not None:
             self.context.on_failure()
@@ -270,6 +280,11 @@ class ConformanceMachine(RuleBasedStateMachine):
                 except Violation as violation:
                     violation.context.setdefault("at", "quiescence")
                     self.record_failure(violation)
+                    raise
+                except Exception as exc:  # a harness bug or an outage at the end: bounded shrink too
+                    self.context.start_shrink_clock()
+                    if self.context.step_error is None:
+                        self.context.step_error = exc
                     raise
                 finished = True
         finally:
@@ -326,11 +341,15 @@ def step(function: F) -> F:
             violation.context.setdefault("at", f"step {len(self.program)}")
             self.record_failure(violation)
             raise
-        except BaseException:
+        except BaseException as exc:
             # Anything else (an environment error, a crash of the runtime under test) stopped the
             # step part-way, with the model perhaps moved ahead of the backend: the example did not
             # run to its end, so its end checks would judge half a step. The exception is the report.
             self.cut_short = True
+            if isinstance(exc, Exception):  # not a stop (budget, signal, peer) nor an outage
+                self.context.start_shrink_clock()
+                if self.context.step_error is None:
+                    self.context.step_error = exc
             raise
         self._environment_check()
         progress = self.context.progress

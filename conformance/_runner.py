@@ -312,6 +312,14 @@ def run_suite(
             trust,
         )
 
+    def step_error_result(exc: BaseException) -> SuiteResult:
+        # The shrink budget stopped Hypothesis shrinking an exception that is no violation: it is
+        # reported as it was first raised (an environment error stays one: exit 2).
+        if isinstance(exc, HarnessEnvironmentError):
+            return result(Verdict.ERROR, error=str(exc))
+        lines = traceback.format_exception(exc)
+        return result(Verdict.ERROR, error=f"the harness failed: {exc!r}\n{''.join(lines[-12:])}")
+
     def interrupted() -> SuiteResult:
         # No verdict; a violation found before the signal keeps its (unminimized) failure file.
         found = failure_file(None)
@@ -331,6 +339,8 @@ def run_suite(
             found = failure_file(None)
             if found is not None:
                 return found_in_time(found)
+            if context.step_error is not None:
+                return step_error_result(context.step_error)
         except Exception as exc:
             # The deadline stopped a replay of the shrinker, and Hypothesis took the shortened
             # replay for a flaky strategy: the failure it was shrinking stands.

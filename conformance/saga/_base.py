@@ -103,7 +103,7 @@ class SagaMachineBase(ConformanceMachine):
         self.fate = fate
         return fate
 
-    def database_refused(self, commit: m.CommitFate, actual: object) -> bool:
+    def database_refused(self, commit: m.CommitFate, actual: object, refused: object | None = None) -> bool:
         """S-TX-01: whether the unit the runtime just ran (planned fate ``commit``) was rolled back
         by the database itself, on every attempt.
 
@@ -120,10 +120,15 @@ class SagaMachineBase(ConformanceMachine):
         port's ``TransactionLog``, kept by the metrics ledger). The after-step comparison then reads
         every row back: nothing of the unit may show. A runtime that owns its connections (no log)
         gets no such allowance.
+
+        ``refused`` is the model's outcome of the call under the fate "rolled back", when that is
+        not ``RolledBack`` itself: a participant whose delivery fails past its transient budget
+        answers ``DeadLettered`` (S-PART-04), whoever rolled the try back (the harness's fate or
+        the database on every attempt).
         """
         if commit not in SENT_COMMIT or self.refused_before() is None:
             return False
-        if actual != self.runtime.project(m.RolledBack()):
+        if actual != self.runtime.project(m.RolledBack() if refused is None else refused):
             return False
         self.note("the database refused the unit's last attempt too: settled as rolled back (S-TX-01)")
         self.context.reach("database-refused-every-attempt")

@@ -100,9 +100,11 @@ class DeliveryRules(ForgedCommandRules):
         )
         actual = self.runtime.handle_command(owner, command, w.ORCHESTRATOR, chosen)
         self.fate = m.CommitFate.COMMITTED
-        if self.database_refused(commit, actual):
-            refused = m.CommandDelivery(command, w.ORCHESTRATOR, chosen, m.CommitFate.ROLLED_BACK)
-            self.model_parts[owner], expected = m.handle_command(before, refused)
+        # Refused on every attempt: one failed try, which may spend the budget (S-PART-04, S-TX-01).
+        refused = m.CommandDelivery(command, w.ORCHESTRATOR, chosen, m.CommitFate.ROLLED_BACK)
+        refused_parts, refused_outcome = m.handle_command(before, refused)
+        if self.database_refused(commit, actual, refused_outcome):
+            self.model_parts[owner], expected = refused_parts, refused_outcome
             self.refated()
         rule_id = {
             m.MessageRefused: "S-PART-05",

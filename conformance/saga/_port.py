@@ -200,6 +200,14 @@ class TransactionLog:
 
     def __init__(self) -> None:
         self.refused: list[bool] = []
+        #: The refused transactions whose refusal answered their COMMIT (not one of their statements).
+        self.refused_at_commit: set[int] = set()
+
+    def refused_inside(self, start: int) -> bool:
+        """Whether the last transaction from ``start`` on was refused at one of its statements,
+        before its COMMIT: the body running in it saw the refusal (S-OBS-04, joined starts)."""
+        last = len(self.refused) - 1
+        return start <= last and self.refused[last] and last not in self.refused_at_commit
 
     def retried_within(self, start: int) -> int:
         """The refused transactions from ``start`` on that another transaction followed: the

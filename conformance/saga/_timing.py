@@ -66,6 +66,8 @@ class _LoggedTransaction(_Timed):
             except SagaBackendError as exc:
                 if exc.kind is SagaBackendErrorKind.ROLLED_BACK:
                     self._log.refused[self._entry] = True
+                    if name == "commit":
+                        self._log.refused_at_commit.add(self._entry)
                 raise
 
         return logged

@@ -55,6 +55,12 @@ class Conflict(Exception):
 MAX_ATTEMPTS = 3
 
 
+#: How many times a read runs when the database refuses it. A read applies nothing, so it may run
+#: more often than a unit: a wide read (every table of a namespace) beside other sessions' writes
+#: met three refusals in a row on PostgreSQL (SSI picks read-only transactions as victims too).
+READ_ATTEMPTS = 10
+
+
 class _DatabaseRolledBack(Exception):
     """The database refused this attempt with a definite rollback: the unit may run again."""
 
@@ -138,9 +144,18 @@ def _attempt(
 
 
 def read_only(backend: SagaBackend, body: Callable[[SagaTransaction], O]) -> O:
-    """A read transaction; raises ``SagaBackendError`` (queries have no fate to report)."""
-    tx = backend.begin()
-    try:
-        return body(tx)
-    finally:
-        tx.rollback()
+    """A read transaction, run again (bounded, ``READ_ATTEMPTS``) when the database refused it with
+    a definite rollback: a read applies nothing, so running it again is always safe (S-TX-01;
+    PostgreSQL's SSI may pick a read of another session's rows as its victim). Any other failure,
+    and the last refusal, raises ``SagaBackendError`` (queries have no fate to report)."""
+    attempt = 1
+    while True:
+        tx = backend.begin()
+        try:
+            return body(tx)
+        except SagaBackendError as exc:
+            if exc.kind is not SagaBackendErrorKind.ROLLED_BACK or attempt >= READ_ATTEMPTS:
+                raise
+        finally:
+            tx.rollback()
+        attempt += 1

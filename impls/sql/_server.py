@@ -53,6 +53,8 @@ NON_DURABLE_CAPABILITIES = SagaCapabilities(fenced_timers=True, row_locks=True, 
 
 # Idle connections kept per endpoint; a harness example opens three namespaces at a time.
 POOL_SIZE = 8
+# Times opening a namespace writes its counter rows when the database refuses it (contention).
+OPEN_ATTEMPTS = 5
 
 
 class Contention(enum.Enum):
@@ -336,14 +338,22 @@ class ServerSagaBackend(SqlSagaBackend):
                 raise _unavailable("the database schema could not be created") from None
             with _lock:
                 _schemas.add(key)
-        tx = self.begin()
-        try:
-            for name in COUNTERS:
-                tx._insert("counters", ("name", "value"), (name, 0))
-        except BaseException:
-            tx.rollback()
-            raise
-        tx.commit()
+        # Idempotent (insert-ignore), so a definite rollback is run again: other sessions writing
+        # the shared tables make serialization failures and deadlocks here too.
+        for attempt in range(1, OPEN_ATTEMPTS + 1):
+            tx = self.begin()
+            try:
+                for name in COUNTERS:
+                    tx._insert("counters", ("name", "value"), (name, 0))
+                tx.commit()
+                return
+            except SagaBackendError as exc:
+                tx.rollback()
+                if exc.kind is not SagaBackendErrorKind.ROLLED_BACK or attempt == OPEN_ATTEMPTS:
+                    raise
+            except BaseException:
+                tx.rollback()
+                raise
 
     def begin(self) -> SqlTransaction:
         """BEGIN on a live connection. A connection that broke while idle is replaced once:

@@ -18,6 +18,8 @@ from conformance.cli import main
 from conformance.saga import _world as w
 from examples.broken_saga_runtimes import BROKEN_SAGA_RUNTIMES
 from examples.contended_saga_backend import BURST, BURST_EVERY
+from impls.saga import SagaBackendError, SagaBackendErrorKind
+from impls.saga._unit import MAX_ATTEMPTS
 from model import saga as m
 from tests._planted import PLANTED_SHRINK_S, planted_options
 
@@ -205,3 +207,95 @@ def test_a_paused_saga_whose_resume_the_database_refused_is_resumed_again_at_qui
     finally:
         machine.teardown()  # quiescence: resumes, settles and compares every row
     assert not any(m.is_paused(machine.model, saga_id) for saga_id in machine.model.instances)
+
+
+def test_a_delivery_the_database_refused_past_the_budget_is_a_dead_letter() -> None:
+    """Two correct saga runs side by side on one PostgreSQL reported S-PART-01 at quiescence
+    (expected ``CommandProcessed``, actual ``DeadLettered(failures=2)``): the participant's
+    database refused every attempt of the same delivery twice, and the second failed try spends
+    the transient budget of two (S-PART-04). The allowance for a database's definite rollback
+    (S-TX-01, ``_base.database_refused``) took only ``RolledBack`` for the refused answer; the
+    model's own outcome under the fate "rolled back" is the one to compare (docs/faults.md)."""
+    machine = _bursts_machine()
+    try:
+        machine.first_start(key=0)
+        machine._relay_commands(crash=False)
+        owner = machine.wire.commands[0].owner
+        participant = machine.runtime._runtime._raw[owner]
+        for _ in range(2):
+            participant.commits = BURST * (BURST_EVERY - 1)  # the next three COMMITs are refused
+            machine.deliver_command(index=0, decision="succeed", fate="committed", ack_lost=False)
+        assert any("DeadLettered" in line for line in machine.trace), machine.trace
+        assert machine.model_parts[owner].dead_letters, machine.trace
+    finally:
+        machine.teardown()
+
+
+def test_a_fire_the_database_refused_before_its_fence_observes_no_lateness() -> None:
+    """Two correct saga runs side by side on one PostgreSQL reported S-OBS-03 at quiescence
+    (lateness count expected 8, exposed 7): the database refused every attempt of a fire before
+    the fence was re-verified (the timer's locking read met a lock timeout or a serialization
+    failure), so the runtime observed nothing, while the ledger counted the fire from the model's
+    fence. A refused COMMIT comes after the fence, a refused read before it, and the storage port
+    shows the refusal, not where it came: such a fire may be observed or not (``_lateness``)."""
+    machine = _bursts_machine()
+    orchestrator = machine.runtime._runtime._raw["orchestrator"]
+    begin = orchestrator.begin
+    refusals = [MAX_ATTEMPTS]
+
+    def refused_at_the_timer_read() -> Any:
+        tx = begin()
+        if refusals[0]:
+            refusals[0] -= 1
+
+            def load_timer(*_args: Any, **_kwargs: Any) -> None:
+                raise SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "could not serialize access")
+
+            tx.load_timer = load_timer
+        return tx
+
+    try:
+        machine.first_start(key=0)
+        machine.claim_timer(worker="w1", index=0)
+        assert "w1" in machine.leases, machine.trace
+        orchestrator.begin = refused_at_the_timer_read
+        machine.fire_timer(worker="w1", fate="committed")
+        del orchestrator.begin
+        assert refusals == [0]
+        assert "w1" in machine.leases, machine.trace  # refused: the lease is still held
+    finally:
+        machine.teardown()  # quiescence: the lateness histogram vs the ledger
+
+
+def test_a_joined_start_the_database_refused_at_a_statement_counts_rolled_back() -> None:
+    """Two correct saga runs side by side on one PostgreSQL reported S-OBS-04 at quiescence
+    (``processing_total{unit="start"}``: rolled_back exposed 1, expected 0; started 4, expected 5):
+    the database refused a statement of a joined start, and the runtime decided and counted
+    ``RolledBack``; the ledger took every refused joined start for a host COMMIT refused after the
+    runtime had decided ``Started``. The storage port tells the two apart (``TransactionLog``)."""
+    machine = _bursts_machine()
+    orchestrator = machine.runtime._runtime._raw["orchestrator"]
+    begin = orchestrator.begin
+    refusals = [1]
+
+    def refused_at_the_definition_read() -> Any:
+        tx = begin()
+        if refusals[0]:
+            refusals[0] -= 1
+
+            def load_definition(*_args: Any, **_kwargs: Any) -> None:
+                raise SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "could not serialize access")
+
+            tx.load_definition = load_definition
+        return tx
+
+    try:
+        machine.first_start(key=0)
+        orchestrator.begin = refused_at_the_definition_read
+        start = {"key": 1, "payload": 0, "revoked": -1, "definition": "order", "form": "declared"}
+        machine.start(fate="committed", joined=True, **start)
+        del orchestrator.begin
+        assert refusals == [0]
+        assert any("database refused" in line for line in machine.trace), machine.trace
+    finally:
+        machine.teardown()  # quiescence: the process counters vs the ledger

@@ -4,7 +4,8 @@ Each test drives the real nasaga runtime through ``hosts/nasaga`` and asserts wh
 *actually* does today, precisely: the day a release changes the behaviour, its test fails and the
 finding's decision must be revisited (never loosened to make the test pass). Test names carry the
 finding ID; the document's entries name their test. One PostgreSQL host serves the module, one
-namespace per test (dropped afterwards); N-02 starts its own MySQL-engine host against MariaDB.
+namespace per test (dropped afterwards); N-02 starts its own MySQL-engine host against MariaDB, and
+N-23 asks MariaDB directly.
 
 To add a finding: write ``test_nXX_<what>`` below the last one, with a docstring stating the
 divergence in one sentence, and add the entry to docs/nasaga-findings.md.
@@ -21,9 +22,10 @@ from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
+import pymysql
 import pytest
 
-from impls.endpoints import pg_dsn
+from impls.endpoints import mysql_params, pg_dsn
 from impls.nasaga import HostFailure, NasagaHost, NasagaHostError, OutboxRow
 
 pytestmark = pytest.mark.service("postgres")
@@ -259,6 +261,101 @@ def test_n02_nasaga_mysql_refuses_the_schema_it_created_on_mariadb() -> None:
             pytest.skip(message)
         assert refused.code == "store.schema_contract_invalid"
         assert "Saga audit table contract is invalid" in refused.message
+
+
+# The five tables nasaga-runtime 2.0.2 creates only in its private catalog bootstrap
+# (src/catalog.rs:21), which its orchestrator needs from the first catalog read on.
+CATALOG_TABLES = {
+    "nasa_saga_catalog_state",
+    "nasa_saga_definition_catalog",
+    "nasa_saga_capability_registry",
+    "nasa_saga_catalog_audit",
+    "nasa_saga_catalog_replica",
+}
+
+
+Steps = list[tuple[str, str | None, str | None]]
+
+
+def _schema_steps(mysql: NasagaHost, role: str) -> tuple[Steps, set[str], list[str]]:
+    """The host's ``schema_steps``: each call's (path, error kind or None, message or None)."""
+    try:
+        report = mysql.call("schema_steps", namespace=f"f_{uuid.uuid4().hex[:12]}", role=role)
+    except NasagaHostError as refused:
+        if refused.code != "database.access_denied":
+            raise
+        message = "the ratchet user lacks GRANT ALL ON `ratchet\\_nsg\\_%`.* (docs/nasaga.md, MariaDB)"
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(f"CI=true: {message}", pytrace=False)
+        pytest.skip(message)
+    steps = [(step["call"], step.get("code"), step.get("message")) for step in report["steps"]]
+    return steps, set(report["tables"]), report["triggers"]
+
+
+@pytest.mark.service("mariadb")
+def test_n02_the_wrappers_public_schema_calls_one_by_one_leave_the_orchestrator_without_a_catalog() -> None:
+    """N-02: called one by one, the public store schema calls the MySQL wrapper makes pass on
+    MariaDB except the saga store's audit check; the wrapper's catalog, created only after that check
+    and after its own HTTP-replay check (which MariaDB fails too), never exists, nor do the audit
+    triggers; the participant's stores pass and only the HTTP-replay check refuses."""
+    _need_host_binary()
+    with NasagaHost.start("mysql") as mysql:
+        orchestrator, tables, triggers = _schema_steps(mysql, "orchestrator")
+        audit_refused = (
+            "store.schema_contract_invalid",
+            "saga store error: Saga audit table contract is invalid",
+        )
+        assert orchestrator == [
+            ("MySqlSagaStore::ensure_schema_on_connection", *audit_refused),
+            ("MySqlInbox::ensure_schema_on_connection", None, None),
+            ("MySqlOutbox::ensure_schema_on_connection", None, None),
+            ("nasaga_runtime::ensure_orchestrator_schema_for", *audit_refused),
+        ]
+        assert {"saga_instance", "saga_audit_event", "inbox_message", "outbox_event"} <= tables
+        assert not tables & CATALOG_TABLES
+        assert "nasa_saga_http_replay_claim" not in tables
+        assert triggers == []  # nasaga_audit_*: made after the refused check (my/schema.rs:606-611)
+        participant, tables, _ = _schema_steps(mysql, "participant")
+        replay_refused = ("store.schema_contract_invalid", "Saga HTTP replay schema contract is invalid")
+        assert participant == [
+            ("MySqlSagaStore::ensure_participant_schema_on_connection", None, None),
+            ("MySqlInbox::ensure_schema_on_connection", None, None),
+            ("MySqlOutbox::ensure_schema_on_connection", None, None),
+            ("nasaga_runtime::ensure_participant_schema_for", *replay_refused),
+        ]
+        assert {"saga_participant_step", "nasa_saga_http_replay_claim"} <= tables
+
+
+@pytest.mark.service("mariadb")
+def test_n23_nasaga_mysql_locks_with_for_share_which_mariadb_does_not_parse(host: NasagaHost) -> None:
+    """N-23: nasaga-mysql's replayed start (``create_instance`` after a unique violation) and its
+    quota reconciliation lock rows with MySQL 8's ``FOR SHARE``; MariaDB 10.11 refuses that clause
+    as a syntax error (its spelling of the same lock is ``LOCK IN SHARE MODE``)."""
+    instance = _crate_source(host, "nasaga-mysql", "src/instance.rs")
+    create = instance[instance.index("pub async fn create_instance") :]
+    create = create[: create.index("\n    pub async fn ")]
+    assert create.count('.push(" FOR SHARE")') == 2  # by saga id, then by business key
+    assert "FOR SHARE NOWAIT" in _crate_source(host, "nasaga-mysql", "src/quota.rs")
+    params = mysql_params()
+    connection = pymysql.connect(
+        host=params.host,
+        port=params.port,
+        user=params.user,
+        password=params.password,
+        database=params.database,
+    )
+    try:
+        with connection.cursor() as cursor:
+            assert "MariaDB" in str(connection.get_server_info())
+            cursor.execute("CREATE TEMPORARY TABLE n23_probe (a INT)")
+            for clause in ("FOR SHARE", "FOR SHARE NOWAIT"):
+                with pytest.raises(pymysql.err.ProgrammingError) as refused:
+                    cursor.execute(f"SELECT a FROM n23_probe WHERE a = 1 {clause}")
+                assert refused.value.args[0] == 1064  # ER_PARSE_ERROR
+            cursor.execute("SELECT a FROM n23_probe WHERE a = 1 LOCK IN SHARE MODE NOWAIT")
+            assert cursor.fetchall() == ()
+    finally:
+        connection.close()
 
 
 def test_n03_a_timeout_cancels_the_execute_and_never_redispatches_it(host: NasagaHost, world: World) -> None:

@@ -29,7 +29,8 @@ NOW = 1_000_000
 TIMEOUT_MS = 5_000
 
 MARIADB_REFUSES = pytest.mark.xfail(
-    reason="nasaga-mysql 2.0.1 refuses MariaDB's schema (store.schema_contract_invalid)",
+    reason="nasaga-mysql 2.0.1 refuses MariaDB's schema (store.schema_contract_invalid; the host "
+    "cannot step past it: docs/nasaga-findings.md N-02)",
     raises=NasagaHostError,
     strict=True,
 )
@@ -290,6 +291,43 @@ def test_namespaces_open_and_close_without_leaking_connections() -> None:
         assert stats["connections_open"] == 0
         assert stats["connections_held_by_free_slots"] == 0
         assert stats["datasource_slots"] == 3
+
+
+@pytest.mark.service("postgres")
+def test_an_open_that_fails_at_the_catalog_read_gives_its_slots_back() -> None:
+    """The catalog read comes after every role's schema: an attach refused there (the catalog
+    state's generation set behind a published row, which nasaga refuses to load) leaves no slot
+    in use, and the next open reuses the same slots."""
+    import psycopg
+
+    from impls.endpoints import pg_dsn
+
+    _need_host_binary()
+    name = f"t_{uuid.uuid4().hex[:12]}"
+    with NasagaHost.start("postgres") as host:
+        host.open_namespace(name, ["p0"])
+        host.publish_definition(name, {**ORDER, "steps": [_step("reserve", "p0")]})
+        host.close_namespace(name)
+        with psycopg.connect(pg_dsn(), autocommit=True) as connection:
+            connection.execute(f'UPDATE "nsg_{name}_orch".nasa_saga_catalog_state SET generation = 0')
+        try:
+            with pytest.raises(NasagaHostError) as refused:
+                host.open_namespace(name, ["p0"], mode="attach")
+            assert "definition generation is ahead of catalog state" in refused.value.message
+            stats = host.call("stats")
+            assert (stats["namespaces_open"], stats["datasource_slots_in_use"]) == (0, 0)
+            assert stats["datasource_slots"] == 2
+            with psycopg.connect(pg_dsn(), autocommit=True) as connection:
+                connection.execute(f'UPDATE "nsg_{name}_orch".nasa_saga_catalog_state SET generation = 1')
+            host.open_namespace(name, ["p0"], mode="attach")
+            assert host.call("stats")["datasource_slots"] == 2
+        finally:
+            try:
+                host.close_namespace(name, drop=True)
+            except NasagaHostError:  # the namespace is not open: drop its schemas directly
+                with psycopg.connect(pg_dsn(), autocommit=True) as connection:
+                    for role in ("orch", "p0"):
+                        connection.execute(f'DROP SCHEMA IF EXISTS "nsg_{name}_{role}" CASCADE')
 
 
 @pytest.mark.service("mariadb")

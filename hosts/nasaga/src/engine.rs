@@ -73,6 +73,11 @@ pub trait Engine: Sized + 'static {
     async fn ensure_orchestrator_schema(datasource: &str) -> anyhow::Result<()>;
     async fn ensure_participant_schema(datasource: &str) -> anyhow::Result<()>;
     async fn ensure_effect_table(datasource: &str) -> anyhow::Result<()>;
+    /// The wrapper's schema bootstrap of one role taken apart: each public per-store schema call
+    /// it makes, in its order, run and answered on its own, then the wrapper's own call, then the
+    /// tables and triggers the database holds. Evidence for docs/nasaga-findings.md N-02 (the
+    /// MySQL wrapper on MariaDB); a namespace never opens this way.
+    async fn schema_steps(datasource: &str, orchestrator: bool) -> anyhow::Result<Value>;
     /// Writes one effect row through the participant's ambient transaction.
     fn record_effect(
         datasource: String,
@@ -149,6 +154,19 @@ pub trait Engine: Sized + 'static {
     async fn inbox_rows(datasource: &str) -> anyhow::Result<Vec<Value>>;
     async fn effect_rows(datasource: &str) -> anyhow::Result<Vec<Value>>;
     async fn gate_rows(datasource: &str, saga_id: Option<&str>) -> anyhow::Result<Vec<Value>>;
+}
+
+/// One call of `Engine::schema_steps`: its path, and nasaga's answer in the host's error kinds.
+pub fn schema_step(call: &str, answer: anyhow::Result<()>) -> Value {
+    match answer {
+        Ok(()) => serde_json::json!({"call": call, "ok": true}),
+        Err(error) => serde_json::json!({
+            "call": call,
+            "ok": false,
+            "code": crate::protocol::classify(&error),
+            "message": error.to_string(),
+        }),
+    }
 }
 
 /// Decodes an outbox payload for the response: the envelope JSON verbatim when it parses.

@@ -304,6 +304,40 @@ impl<E: Engine> Host<E> {
         })
     }
 
+    /// `schema_steps {namespace, role: "orchestrator"|"participant"}`: the wrapper's schema calls
+    /// one by one on a fresh database `<namespace>_probe`, dropped afterwards
+    /// (`Engine::schema_steps`, docs/nasaga-findings.md N-02).
+    pub async fn schema_steps(&mut self, args: &Args<'_>) -> anyhow::Result<Value> {
+        let name = args.str("namespace")?;
+        if !valid_name(name, 32) {
+            return Err(bad("namespace must be [a-z0-9_]{1,32}"));
+        }
+        let orchestrator = match args.str("role")? {
+            "orchestrator" => true,
+            "participant" => false,
+            other => {
+                return Err(bad(format!(
+                    "role must be orchestrator or participant, not {other}"
+                )))
+            }
+        };
+        let container = format!("{}{name}_probe", container_prefix(self.engine.name()));
+        self.engine.prepare_container(&container, true).await?;
+        let report = match self.borrow_slot(&container) {
+            Ok(slot) => {
+                let datasource = self.slots[slot].datasource.clone();
+                let report = E::schema_steps(&datasource, orchestrator).await;
+                self.return_slot(slot).await;
+                report
+            }
+            Err(error) => Err(error),
+        };
+        let dropped = self.engine.drop_container(&container).await;
+        let report = report?;
+        dropped?;
+        Ok(report)
+    }
+
     /// `open_namespace {namespace, owners, mode: "create"|"attach", orchestrator_identity, config}`
     pub async fn open_namespace(&mut self, args: &Args<'_>) -> anyhow::Result<Value> {
         let name = args.str("namespace")?.to_owned();
@@ -345,20 +379,47 @@ impl<E: Engine> Host<E> {
                 }
             }
         }
-        if let Err(error) = result {
-            // A failed open leaves nothing behind: slots returned, containers it created dropped.
-            for role in &opened {
-                self.return_slot(role.slot).await;
+        let slots: Vec<usize> = opened.iter().map(|role| role.slot).collect();
+        let finished = match result {
+            Ok(()) => {
+                Self::finish_open(name.clone(), create, opened, &owners, orch_identity, config)
+                    .await
             }
-            for container in &created {
-                if let Err(drop_error) = self.engine.drop_container(container).await {
-                    eprintln!(
-                        "nasaga-host: dropping {container} after a failed open: {drop_error:#}"
-                    );
+            Err(error) => Err(error),
+        };
+        match finished {
+            Ok((namespace, body)) => {
+                self.namespaces.insert(name, namespace);
+                Ok(body)
+            }
+            Err(error) => {
+                // A failed open leaves nothing behind: slots returned, containers it created
+                // dropped — also when it fails after the schemas, at the catalog read.
+                for slot in slots {
+                    self.return_slot(slot).await;
                 }
+                for container in &created {
+                    if let Err(drop_error) = self.engine.drop_container(container).await {
+                        eprintln!(
+                            "nasaga-host: dropping {container} after a failed open: {drop_error:#}"
+                        );
+                    }
+                }
+                Err(error)
             }
-            return Err(error);
         }
+    }
+
+    /// The rest of `open_namespace` once every role's schema is there: the orchestrator and the
+    /// catalog the database already holds.
+    async fn finish_open(
+        name: String,
+        create: bool,
+        opened: Vec<Role>,
+        owners: &[String],
+        orch_identity: ServiceIdentity,
+        config: OrchestratorConfig,
+    ) -> anyhow::Result<(Namespace<E>, Value)> {
         let mut roles = opened.into_iter();
         let orch = roles.next().ok_or_else(|| bad("no orchestrator role"))?;
         let owners_map: BTreeMap<String, Role> = owners.iter().cloned().zip(roles).collect();
@@ -396,8 +457,7 @@ impl<E: Engine> Host<E> {
             "participants": namespace.owners.iter().map(|(o, r)| (o.clone(), json!({"datasource": r.datasource, "container": r.container}))).collect::<serde_json::Map<_, _>>(),
             "catalog_generation": snapshot.generation,
         });
-        self.namespaces.insert(name, namespace);
-        Ok(body)
+        Ok((namespace, body))
     }
 
     /// `close_namespace {namespace, drop}`: closes the pools (and drops the containers).

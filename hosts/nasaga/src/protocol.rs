@@ -164,6 +164,13 @@ pub fn classify(error: &anyhow::Error) -> &'static str {
     // nasaga returns these as plain `anyhow!` errors; their text is the only signal.
     if error
         .chain()
+        .any(|cause| cause.to_string().ends_with("schema contract is invalid"))
+    {
+        // nasaga-runtime's own schema checks (e.g. its HTTP replay table, src/lib.rs:288).
+        return "store.schema_contract_invalid";
+    }
+    if error
+        .chain()
         .any(|cause| cause.to_string().starts_with("retryable "))
     {
         return "step.retryable";

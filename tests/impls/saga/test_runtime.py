@@ -7,8 +7,9 @@ from collections.abc import Callable
 import attrs
 import pytest
 
-from impls.saga import SagaBackend, SagaTransaction
-from impls.saga._unit import read_only
+from impls.saga import SagaBackend, SagaBackendError, SagaBackendErrorKind, SagaTransaction
+from impls.saga._unit import READ_ATTEMPTS, read_only
+from impls.saga.memory._backend import MemorySagaBackend
 from model.saga import (
     AlreadyExists,
     ChangeLifecycle,
@@ -221,3 +222,44 @@ def test_s_start_13_a_completed_saga_returns_its_unit_in_flight(rig: Rig, mode: 
         assert after == QuotaExhausted(KEY.tenant, 1)
     replay = rig.orch.start_saga(StartSaga(KEY, "k1", json_payload=b'{"qty":1}'), 0)
     assert isinstance(replay, AlreadyExists)  # a replay takes no unit in either mode
+
+
+@pytest.mark.parametrize(("refusals", "answered"), [(READ_ATTEMPTS - 1, True), (READ_ATTEMPTS, False)])
+def test_a_read_the_database_refused_is_run_again_bounded(refusals: int, answered: bool) -> None:
+    """S-TX-01: a read has no effect, so a definite rollback of it (PostgreSQL's SSI picks a
+    read-only transaction as its victim too) is run again, at most ``READ_ATTEMPTS`` times; a
+    contended saga run on PostgreSQL ended in a harness error on the observer's read before."""
+    backend = MemorySagaBackend("reads")
+    begin, left = backend.begin, [refusals]
+
+    def refused_read() -> SagaTransaction:
+        tx = begin()
+        if left[0]:
+            left[0] -= 1
+
+            def list_effects() -> tuple[()]:
+                raise SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "could not serialize access")
+
+            tx.list_effects = list_effects  # type: ignore[method-assign]
+        return tx
+
+    backend.begin = refused_read  # type: ignore[method-assign]
+    if answered:
+        assert read_only(backend, lambda tx: tx.list_effects()) == ()
+    else:
+        with pytest.raises(SagaBackendError):
+            read_only(backend, lambda tx: tx.list_effects())
+    assert left == [0]
+
+
+def test_a_read_that_failed_otherwise_is_not_run_again() -> None:
+    backend = MemorySagaBackend("reads")
+    calls = []
+
+    def unavailable(tx: SagaTransaction) -> None:
+        calls.append(tx)
+        raise SagaBackendError(SagaBackendErrorKind.UNAVAILABLE, "the database did not answer")
+
+    with pytest.raises(SagaBackendError):
+        read_only(backend, unavailable)
+    assert len(calls) == 1

@@ -31,6 +31,7 @@ import psycopg
 import pytest
 
 from conformance.services import mysql_dsn, pg_dsn
+from impls.endpoints import mysql_params
 from impls.saga import (
     LeaseRow,
     SagaBackend,
@@ -41,9 +42,10 @@ from impls.saga import (
 )
 from impls.saga._backend import CapabilityRow
 from impls.saga._unit import MAX_ATTEMPTS
-from impls.sql._mysql import MYSQL, open_mysql_saga_backend
-from impls.sql._postgres import POSTGRES, open_postgres_saga_backend
-from impls.sql._server import CommitLoss, Contention, ServerSagaBackend
+from impls.sql._mysql import MYSQL, MysqlEngine, open_mysql_saga_backend
+from impls.sql._postgres import POSTGRES, PostgresEngine, open_postgres_saga_backend
+from impls.sql._saga import SqlTransaction
+from impls.sql._server import CommitLoss, Contention, Engine, ServerSagaBackend
 from model.saga import (
     AlreadyExists,
     CommandProcessed,
@@ -855,3 +857,31 @@ def test_two_workers_racing_on_each_command_apply_it_once(
             assert isinstance(workers[0].handle_command(command, ORCHESTRATOR, SUCCEED), CommandProcessed)
     effects = [e.effect_id for e in part.effects()]
     assert sorted(effects) == sorted({c.effect_id for c in commands})
+
+
+def test_opening_a_namespace_runs_its_refused_counter_rows_again(engine: str, namespace: str) -> None:
+    """Two saga runs side by side on one PostgreSQL: opening a backend ended the run in a
+    ``BackendFactoryError`` when the COMMIT of the namespace's counter rows met a serialization
+    failure. Those rows are insert-ignore, so a definite rollback is run again (docs/faults.md,
+    "Runs side by side on the shared SQL saga tables")."""
+    refused = [2]
+
+    class RefusedOnOpen(ServerSagaBackend):
+        def begin(self) -> SqlTransaction:
+            if refused[0]:
+                refused[0] -= 1
+                self.connection.faults.commits.append(Contention.SERIALIZATION_FAILURE)
+            return super().begin()
+
+    server: Engine = (
+        PostgresEngine(pg_dsn(), lock_timeout_ms=1000)
+        if engine == "postgres"
+        else MysqlEngine(mysql_params(mysql_dsn()), lock_wait_timeout_s=1)
+    )
+    backend = RefusedOnOpen(server, namespace)
+    try:
+        assert refused == [0]
+        assert _commit(backend, lambda tx: tx.allocate_fencing_token()) == 1
+    finally:
+        backend.drop_namespace()
+        backend.close()

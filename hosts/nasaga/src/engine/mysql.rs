@@ -198,6 +198,70 @@ impl Engine for MySql {
         wrapper::ensure_participant_schema_for(datasource).await
     }
 
+    async fn schema_steps(datasource: &str, orchestrator: bool) -> anyhow::Result<Value> {
+        // The calls of nasaga-runtime 2.0.2's ensure_{orchestrator,participant}_schema_for
+        // (src/lib.rs:256-281) that are public, on one connection as the wrapper makes them;
+        // its HTTP replay table and (orchestrator) its catalog are private to the wrapper.
+        let mut steps = Vec::new();
+        {
+            let mut connection = natx::conn_for(datasource).await?;
+            let store = if orchestrator {
+                nasaga_mysql::MySqlSagaStore::ensure_schema_on_connection(&mut connection).await
+            } else {
+                nasaga_mysql::MySqlSagaStore::ensure_participant_schema_on_connection(
+                    &mut connection,
+                )
+                .await
+            };
+            steps.push(super::schema_step(
+                if orchestrator {
+                    "MySqlSagaStore::ensure_schema_on_connection"
+                } else {
+                    "MySqlSagaStore::ensure_participant_schema_on_connection"
+                },
+                store.map_err(anyhow::Error::from),
+            ));
+            let inbox =
+                nainbox_mysql::MySqlInbox::ensure_schema_on_connection(&mut connection).await;
+            steps.push(super::schema_step(
+                "MySqlInbox::ensure_schema_on_connection",
+                inbox.map_err(anyhow::Error::from),
+            ));
+            let outbox =
+                naoutbox_mysql::MySqlOutbox::ensure_schema_on_connection(&mut connection).await;
+            steps.push(super::schema_step(
+                "MySqlOutbox::ensure_schema_on_connection",
+                outbox.map_err(anyhow::Error::from),
+            ));
+        }
+        let (call, whole) = if orchestrator {
+            (
+                "nasaga_runtime::ensure_orchestrator_schema_for",
+                wrapper::ensure_orchestrator_schema_for(datasource).await,
+            )
+        } else {
+            (
+                "nasaga_runtime::ensure_participant_schema_for",
+                wrapper::ensure_participant_schema_for(datasource).await,
+            )
+        };
+        steps.push(super::schema_step(call, whole));
+        let mut connection = natx::conn_for(datasource).await?;
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT TABLE_NAME FROM information_schema.TABLES WHERE TABLE_SCHEMA = DATABASE() \
+             ORDER BY TABLE_NAME",
+        )
+        .fetch_all(connection.as_mut())
+        .await?;
+        let triggers: Vec<String> = sqlx::query_scalar(
+            "SELECT TRIGGER_NAME FROM information_schema.TRIGGERS WHERE TRIGGER_SCHEMA = DATABASE() \
+             ORDER BY TRIGGER_NAME",
+        )
+        .fetch_all(connection.as_mut())
+        .await?;
+        Ok(serde_json::json!({"steps": steps, "tables": tables, "triggers": triggers}))
+    }
+
     async fn ensure_effect_table(datasource: &str) -> anyhow::Result<()> {
         let mut connection = natx::conn_for(datasource).await?;
         sqlx::query(AssertSqlSafe(format!(

@@ -196,6 +196,12 @@ impl Engine for Pg {
         wrapper::ensure_participant_schema_for(datasource).await
     }
 
+    async fn schema_steps(_datasource: &str, _orchestrator: bool) -> anyhow::Result<Value> {
+        Err(crate::protocol::bad(
+            "schema_steps is an op of the mysql engine (docs/nasaga-findings.md N-02)",
+        ))
+    }
+
     async fn ensure_effect_table(datasource: &str) -> anyhow::Result<()> {
         let mut connection = natx_pgsql::conn_for(datasource).await?;
         sqlx::query(AssertSqlSafe(format!(

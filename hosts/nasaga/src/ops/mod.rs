@@ -19,6 +19,7 @@ pub const OPS: &[&str] = &[
     "shutdown",
     "open_namespace",
     "close_namespace",
+    "schema_steps",
     "register_definition",
     "publish_definition",
     "register_capability",
@@ -89,6 +90,7 @@ impl<E: Engine> Host<E> {
             }
             "open_namespace" => self.open_namespace(args).await,
             "close_namespace" => self.close_namespace(args).await,
+            "schema_steps" => self.schema_steps(args).await,
             "register_definition" => self.register_definition(args),
             "publish_definition" => self.publish_definition(args).await,
             "register_capability" => self.register_capability(args).await,
