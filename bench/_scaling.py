@@ -6,6 +6,12 @@ machine's load falls on all of them alike; each figure is the median of ``runs``
 merged steps over the wall time of the whole split run (process start and merge included). The
 ratio is each count's median over the one-worker median. The load average before and after is
 printed beside them: on a shared machine it says what the ratio could be.
+
+One worker and two run different programs (the shares' seeds are derived from the run's), and what
+a step costs moves with the program, so steps per CPU second alone cannot show what the split
+costs. Beside each run of ``N > 1`` workers the same ``N`` shares (same seeds, same examples) run
+one after the other in this process: ``split cpu`` is the workers' CPU over that one process's CPU
+on the same programs (1.00x: the split costs nothing).
 """
 
 from __future__ import annotations
@@ -31,6 +37,9 @@ class ScalingFigure:
     #: Steps per CPU second (this process and its workers): flat across worker counts when the
     #: split costs nothing, so a ratio below the worker count is the machine's, not the split's.
     steps_per_cpu_second: tuple[float, ...] = ()
+    #: CPU of the workers (and parent) over the CPU of the same shares run one after the other in
+    #: one process, per run: what the split itself costs, on the same programs.
+    split_cpu: tuple[float, ...] = ()
 
     @property
     def median(self) -> float:
@@ -59,7 +68,8 @@ class Scaling:
             f"harness steps/s by worker count ({','.join(self.suites)}, {self.examples} examples x "
             f"<= {self.steps} steps per suite; median of {runs} runs; {self.cores} cores)",
             f"load average before {_load(self.load_before)}, after {_load(self.load_after)}",
-            f"{'backend':<10} {'workers':>7} {'steps/s':>9} {'ratio':>6} {'steps/cpu-s':>11}  runs (steps/s)",
+            f"{'backend':<10} {'workers':>7} {'steps/s':>9} {'ratio':>6} {'steps/cpu-s':>11} {'split cpu':>9}"
+            "  runs (steps/s)",
         ]
         for f in self.figures:
             ratio = self.ratio(f.backend, f.workers)
@@ -68,9 +78,9 @@ class Scaling:
             note = f"  ({len(bad)} runs not pass: {', '.join(sorted(set(bad)))})" if bad else ""
             text = "-" if ratio is None else f"{ratio:.2f}x"
             cpu = statistics.median(f.steps_per_cpu_second) if f.steps_per_cpu_second else 0.0
-            lines.append(
-                f"{f.backend:<10} {f.workers:>7} {f.median:>9.0f} {text:>6} {cpu:>11.0f}  {each}{note}"
-            )
+            split = f"{statistics.median(f.split_cpu):.2f}x" if f.split_cpu else "-"
+            cells = f"{f.backend:<10} {f.workers:>7} {f.median:>9.0f} {text:>6} {cpu:>11.0f} {split:>9}"
+            lines.append(f"{cells}  {each}{note}")
         for backend, why in self.unavailable.items():
             lines.append(f"{backend:<10} unavailable: {why}")
         memory = self.ratio("memory", 2)
@@ -96,6 +106,7 @@ class Scaling:
                     "ratio": self.ratio(f.backend, f.workers),
                     "verdicts": list(f.verdicts),
                     "steps_per_cpu_second": [round(v, 1) for v in f.steps_per_cpu_second],
+                    "split_cpu": [round(v, 3) for v in f.split_cpu],
                 }
                 for f in self.figures
             ],
@@ -115,9 +126,9 @@ def run_scaling(
     say: Callable[[str], None] | None = None,
 ) -> Scaling:
     from conformance import services
-    from conformance._runner import RunOptions, run_matrix
+    from conformance._runner import RunOptions, run_matrix, run_suite
     from conformance._suites import FAMILIES, load_suites, suite_named
-    from conformance._workers import Split, SplitRunner, auto_workers
+    from conformance._workers import Split, SplitRunner, auto_workers, part_options
 
     load_suites()
     chosen = [suite_named(s) for s in suites]
@@ -137,6 +148,7 @@ def run_scaling(
         pairs_of[name] = pairs
     samples: dict[tuple[str, int], list[float]] = {}
     per_cpu: dict[tuple[str, int], list[float]] = {}
+    split_cpu: dict[tuple[str, int], list[float]] = {}
     verdicts: dict[tuple[str, int], list[str]] = {}
     before = os.getloadavg()
     with tempfile.TemporaryDirectory(prefix="ratchet-scaling-") as tmp:
@@ -161,6 +173,20 @@ def run_scaling(
                     samples.setdefault((name, count), []).append(rate)
                     per_cpu.setdefault((name, count), []).append(done / cpu if cpu > 0 else 0.0)
                     verdicts.setdefault((name, count), []).extend(r.verdict.value for r in report.results)
+                    if count > 1 and done:
+                        # The same shares, one after the other in this process: the same programs.
+                        split = Split(count)
+                        cpu_before = _cpu_s()
+                        alone = sum(
+                            run_suite(
+                                s, b, part_options(options, s, b, split, k, seed + run), None, None
+                            ).stats.steps
+                            for b, s in pairs
+                            for k in split.mine
+                        )
+                        one = _cpu_s() - cpu_before
+                        if alone and one > 0:
+                            split_cpu.setdefault((name, count), []).append((cpu / done) / (one / alone))
                     if say is not None:
                         say(f"scaling {name} x{count} run {run + 1}/{runs}: {rate:.0f} steps/s")
     after = os.getloadavg()
@@ -171,6 +197,7 @@ def run_scaling(
             tuple(samples[(name, count)]),
             tuple(verdicts[(name, count)]),
             tuple(per_cpu[(name, count)]),
+            tuple(split_cpu.get((name, count), ())),
         )
         for name in pairs_of
         for count in workers

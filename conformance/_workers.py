@@ -29,6 +29,8 @@ The workers share three small pieces of state with the parent:
   running shortly before the parent's one-second deadline is killed.
 - ``counters``: examples and steps per worker, for the parent's live progress line.
 
+The parent freezes its objects for the fork (``gc.freeze``, undone once the workers started): a
+worker's collections then skip what it inherited instead of walking it and copying its pages.
 Forking copies the parent's process-wide caches but not their threads: the modules that keep
 connections or proxies per process (``conformance/wire/_routes.py``, ``impls/sql/_server.py``,
 ``impls/cql/_session.py``) forget them in a forked child (``os.register_at_fork``), which opens its
@@ -41,6 +43,7 @@ event with them while they run; a pool hides its processes and would reuse them 
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import multiprocessing
 import os
@@ -205,8 +208,16 @@ class _Pool:
         # starts its first example at once, and sees a signal at its first step.
         self.suite.machine()
         try:
-            for process in processes.values():
-                process.start()
+            # What the parent holds is frozen for the fork: a worker's full collections then never
+            # walk (and write to, copying the pages) the objects it inherited. Measured on the same
+            # programs (memory, commit, 200 examples, seed 0): each worker's collections took 0.39 s
+            # of CPU without, 0.19 s with (0.59 s for both shares in one process): issue 19.
+            gc.freeze()
+            try:
+                for process in processes.values():
+                    process.start()
+            finally:
+                gc.unfreeze()
             self._collect(processes)
         finally:
             for process in processes.values():
