@@ -14,8 +14,8 @@ cassandra  frame opcode QUERY 0x07, EXECUTE 0x0A,          STARTUP, OPTIONS (hea
            BATCH 0x0D (v4 frame; v5 behind its            AUTH_RESPONSE, PREPARE
            6-byte segment header)
 postgres   a typed message: ``Q`` simple query (its       the startup/SSL request (untyped, first on
-           first word: BEGIN, COMMIT, ...), ``P``/``B``   the connection), ``p`` password
-           extended query
+           first word: BEGIN, COMMIT, ...), ``P``/``B``   the connection), ``p`` password, a Parse
+           extended query                                 then Sync that only prepares
 mariadb    packet sequence 0: COM_QUERY 0x03 (its first   the handshake answer (sequence 1), a
            word), COM_PING 0x0E, others by number         client that speaks first (none does)
 =========  =============================================  ==========================================
@@ -71,11 +71,18 @@ def _first_word(text: bytes) -> str:
     return words[0].decode("ascii", "replace").upper().rstrip(";\x00") if words else ""
 
 
+#: The messages of a round trip that only prepares a statement: Parse (and a Describe of it), then
+#: Sync. psycopg sends one when a statement reaches its prepare threshold (5 runs on a connection),
+#: COMMIT included, and runs the statement in the next round trip (a Bind naming it).
+_PG_PREPARE_ONLY = frozenset({"P", "D", "S"})
+
+
 def postgres_request(chunk: bytes, notes: dict[str, str]) -> str | None:
     if not chunk or chunk[0] == 0:
         return None  # the startup message (or SSLRequest) carries no type byte: its length leads
+    messages = _pg_messages(chunk)
     label = None
-    for kind, body in _pg_messages(chunk):
+    for kind, body in messages:
         if kind == "p":
             return None  # a password message
         if kind == "Q":
@@ -90,6 +97,12 @@ def postgres_request(chunk: bytes, notes: dict[str, str]) -> str | None:
             _portal, _, rest = body.partition(b"\x00")
             statement = rest.partition(b"\x00")[0].decode("ascii", "replace")
             label = label or notes.get(statement, "B")
+    kinds = {kind for kind, _ in messages}
+    if "P" in kinds and kinds <= _PG_PREPARE_ONLY and messages[-1][0] == "S":
+        # Only prepared (its name is noted above), not run: housekeeping, like CQL's PREPARE. Its
+        # answer is a ParseComplete, no work done, so no fault may be spent on it: a reply-lost
+        # COMMIT armed here would reset the connection before the COMMIT itself ever ran.
+        return None
     return label or chr(chunk[0])
 
 
