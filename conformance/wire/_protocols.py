@@ -14,14 +14,17 @@ cassandra  frame opcode QUERY 0x07, EXECUTE 0x0A,          STARTUP, OPTIONS (hea
            BATCH 0x0D (v4 frame; v5 behind its            AUTH_RESPONSE, PREPARE
            6-byte segment header)
 postgres   a typed message: ``Q`` simple query (its       the startup/SSL request (untyped, first on
-           first word: BEGIN, COMMIT, ...), ``P``/``B``   the connection), ``p`` password, a Parse
-           extended query                                 then Sync that only prepares
+           first word: BEGIN, COMMIT, ...), ``P``/``B``   the connection), ``p`` password
+           extended query
 mariadb    packet sequence 0: COM_QUERY 0x03 (its first   the handshake answer (sequence 1), a
            word), COM_PING 0x0E, others by number         client that speaks first (none does)
 =========  =============================================  ==========================================
 
 A label is short text for the trace (``EVALSHA``, ``COMMIT``, ``EXECUTE``); ``None`` means
-housekeeping. A request split over several chunks is classified by its first one.
+housekeeping. A round trip that only prepares a statement (PostgreSQL's Parse then Sync, MySQL's
+COM_STMT_PREPARE) is ``PREPARE``, one of ``UNARMED``: counted as a round trip, never met by a
+fault, since the statement runs in a later one. A request split over several chunks is classified
+by its first one.
 
 An answer is read for one thing only: whether the server *refused* the request instead of doing
 its work (``REFUSALS``): a PostgreSQL ``ErrorResponse`` or a COMMIT answered ``ROLLBACK`` (a
@@ -76,6 +79,12 @@ def _first_word(text: bytes) -> str:
 #: COMMIT included, and runs the statement in the next round trip (a Bind naming it).
 _PG_PREPARE_ONLY = frozenset({"P", "D", "S"})
 
+#: The label of such a round trip. It is the driver's (the statement runs in the next one) and its
+#: answer, a ParseComplete, says no work was done: the proxy counts it as a round trip and never
+#: spends a fault on it (``UNARMED``).
+PREPARE = "PREPARE"
+UNARMED = frozenset({PREPARE})
+
 
 def postgres_request(chunk: bytes, notes: dict[str, str]) -> str | None:
     if not chunk or chunk[0] == 0:
@@ -99,10 +108,9 @@ def postgres_request(chunk: bytes, notes: dict[str, str]) -> str | None:
             label = label or notes.get(statement, "B")
     kinds = {kind for kind, _ in messages}
     if "P" in kinds and kinds <= _PG_PREPARE_ONLY and messages[-1][0] == "S":
-        # Only prepared (its name is noted above), not run: housekeeping, like CQL's PREPARE. Its
-        # answer is a ParseComplete, no work done, so no fault may be spent on it: a reply-lost
-        # COMMIT armed here would reset the connection before the COMMIT itself ever ran.
-        return None
+        # Only prepared (its name is noted above), not run: a reply-lost COMMIT spent here would
+        # reset the connection before the COMMIT itself ever ran.
+        return PREPARE
     return label or chr(chunk[0])
 
 

@@ -36,11 +36,12 @@ def test_requests_are_told_from_housekeeping() -> None:
     assert postgres_request(b"P" + (4 + len(parse)).to_bytes(4, "big") + parse, notes) == "COMMIT"
     bind = b"\x00_pg3_0\x00\x00\x00\x00\x00\x00\x00"
     assert postgres_request(b"B" + (4 + len(bind)).to_bytes(4, "big") + bind, notes) == "COMMIT"
-    # psycopg's round trip that only prepares (Parse, Sync) runs nothing: housekeeping, never armed.
+    # psycopg's round trip that only prepares (Parse, Sync) runs nothing: counted, never armed.
     prepare = b"_pg3_5\x00COMMIT\x00\x00\x00"
     sync = b"S\x00\x00\x00\x04"
     prepared: dict[str, str] = {}
-    assert postgres_request(b"P" + (4 + len(prepare)).to_bytes(4, "big") + prepare + sync, prepared) is None
+    only_prepare = b"P" + (4 + len(prepare)).to_bytes(4, "big") + prepare + sync
+    assert postgres_request(only_prepare, prepared) == "PREPARE"
     assert prepared == {"_pg3_5": "COMMIT"}
     assert mysql_request(b"\x07\x00\x00\x00\x03COMMIT", {}) == "COMMIT"
     assert mysql_request(b"\x20\x00\x00\x01\x85\xa6", {}) is None  # the handshake answer
