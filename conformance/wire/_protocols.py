@@ -21,7 +21,10 @@ mariadb    packet sequence 0: COM_QUERY 0x03 (its first   the handshake answer (
 =========  =============================================  ==========================================
 
 A label is short text for the trace (``EVALSHA``, ``COMMIT``, ``EXECUTE``); ``None`` means
-housekeeping. A request split over several chunks is classified by its first one.
+housekeeping. A round trip that only prepares a statement (PostgreSQL's Parse then Sync, MySQL's
+COM_STMT_PREPARE) is ``PREPARE``, one of ``UNARMED``: counted as a round trip, never met by a
+fault, since the statement runs in a later one. A request split over several chunks is classified
+by its first one.
 
 An answer is read for one thing only: whether the server *refused* the request instead of doing
 its work (``REFUSALS``): a PostgreSQL ``ErrorResponse`` or a COMMIT answered ``ROLLBACK`` (a
@@ -71,11 +74,24 @@ def _first_word(text: bytes) -> str:
     return words[0].decode("ascii", "replace").upper().rstrip(";\x00") if words else ""
 
 
+#: The messages of a round trip that only prepares a statement: Parse (and a Describe of it), then
+#: Sync. psycopg sends one when a statement reaches its prepare threshold (5 runs on a connection),
+#: COMMIT included, and runs the statement in the next round trip (a Bind naming it).
+_PG_PREPARE_ONLY = frozenset({"P", "D", "S"})
+
+#: The label of such a round trip. It is the driver's (the statement runs in the next one) and its
+#: answer, a ParseComplete, says no work was done: the proxy counts it as a round trip and never
+#: spends a fault on it (``UNARMED``).
+PREPARE = "PREPARE"
+UNARMED = frozenset({PREPARE})
+
+
 def postgres_request(chunk: bytes, notes: dict[str, str]) -> str | None:
     if not chunk or chunk[0] == 0:
         return None  # the startup message (or SSLRequest) carries no type byte: its length leads
+    messages = _pg_messages(chunk)
     label = None
-    for kind, body in _pg_messages(chunk):
+    for kind, body in messages:
         if kind == "p":
             return None  # a password message
         if kind == "Q":
@@ -90,6 +106,11 @@ def postgres_request(chunk: bytes, notes: dict[str, str]) -> str | None:
             _portal, _, rest = body.partition(b"\x00")
             statement = rest.partition(b"\x00")[0].decode("ascii", "replace")
             label = label or notes.get(statement, "B")
+    kinds = {kind for kind, _ in messages}
+    if "P" in kinds and kinds <= _PG_PREPARE_ONLY and messages[-1][0] == "S":
+        # Only prepared (its name is noted above), not run: a reply-lost COMMIT spent here would
+        # reset the connection before the COMMIT itself ever ran.
+        return PREPARE
     return label or chr(chunk[0])
 
 

@@ -48,7 +48,7 @@ from typing import Any, TypeVar
 
 import attrs
 
-from conformance.wire._protocols import CLASSIFIERS, REFUSALS, Classifier, Refusal
+from conformance.wire._protocols import CLASSIFIERS, REFUSALS, UNARMED, Classifier, Refusal
 
 T = TypeVar("T")
 
@@ -276,7 +276,7 @@ class FaultProxy:
                 return
             if not link.awaiting:
                 label = self._classify(data, link.notes)
-                action = None if label is None else self._take(label, link)
+                action = None if label is None or label in UNARMED else self._take(label, link)
                 if label is not None:
                     self.requests[label] += 1
                 link.awaiting = True

@@ -1,10 +1,12 @@
-"""The fault proxy on its own: request classification per protocol (no server needed), and each
-action against a real Redis, where redis-py's own retry shows what a lost answer means."""
+"""The fault proxy on its own: request classification per protocol (no server needed), each
+action against a real Redis, where redis-py's own retry shows what a lost answer means, and a
+lost COMMIT answer on a real PostgreSQL whose driver prepares COMMIT first."""
 
 from __future__ import annotations
 
 import uuid
 
+import psycopg
 import pytest
 import redis.exceptions
 
@@ -19,6 +21,7 @@ from conformance.wire._protocols import (
     redis_refused,
     redis_request,
 )
+from impls.endpoints import pg_dsn
 from impls.redis import redis_client
 
 
@@ -33,6 +36,13 @@ def test_requests_are_told_from_housekeeping() -> None:
     assert postgres_request(b"P" + (4 + len(parse)).to_bytes(4, "big") + parse, notes) == "COMMIT"
     bind = b"\x00_pg3_0\x00\x00\x00\x00\x00\x00\x00"
     assert postgres_request(b"B" + (4 + len(bind)).to_bytes(4, "big") + bind, notes) == "COMMIT"
+    # psycopg's round trip that only prepares (Parse, Sync) runs nothing: counted, never armed.
+    prepare = b"_pg3_5\x00COMMIT\x00\x00\x00"
+    sync = b"S\x00\x00\x00\x04"
+    prepared: dict[str, str] = {}
+    only_prepare = b"P" + (4 + len(prepare)).to_bytes(4, "big") + prepare + sync
+    assert postgres_request(only_prepare, prepared) == "PREPARE"
+    assert prepared == {"_pg3_5": "COMMIT"}
     assert mysql_request(b"\x07\x00\x00\x00\x03COMMIT", {}) == "COMMIT"
     assert mysql_request(b"\x20\x00\x00\x01\x85\xa6", {}) is None  # the handshake answer
     assert cql_request(bytes([0x04, 0, 0, 1, 0x0A]) + b"\x00\x00\x00\x00", {}) == "EXECUTE"
@@ -165,3 +175,30 @@ async def test_a_cql_stall_outlasts_the_client_timeout_and_keeps_the_connection(
         assert [row["k"] for row in page.rows] == [key]
     finally:
         wire.proxy.disarm()
+
+
+@pytest.mark.service("postgres")
+def test_a_lost_commit_answer_is_the_answer_of_the_commit_run_not_of_its_prepare() -> None:
+    """psycopg prepares a statement in a round trip of its own (Parse, Sync; at once with
+    ``prepare_threshold=0``, at its fifth run by default) and runs it in the next (Bind). A
+    reply-lost COMMIT fault must meet the run: the transaction commits and only the answer is
+    lost. Spent on the prepare, it reset the connection before COMMIT ran, so nothing committed
+    while the suite's model took the fate "unknown, applied" (S-ROUTE-03 on PostgreSQL, seeds
+    1511222201 and 3141592653; docs/faults.md)."""
+    wire = route("postgres")
+    table = f"ratchet_wire_{uuid.uuid4().hex[:12]}"
+    with psycopg.connect(pg_dsn(), autocommit=True) as direct:
+        direct.execute(f"CREATE TABLE {table} (n int)")
+        try:
+            with psycopg.connect(wire.endpoint, autocommit=True, prepare_threshold=0) as client:
+                client.execute("BEGIN")
+                client.execute(f"INSERT INTO {table} VALUES (1)")
+                wire.proxy.arm(WireAction.REPLY_LOST, 1, match="COMMIT")
+                with pytest.raises(psycopg.OperationalError):
+                    client.execute("COMMIT")
+            (hit,) = wire.proxy.disarm()
+            assert (hit.action, hit.request) == (WireAction.REPLY_LOST, "COMMIT")
+            assert direct.execute(f"SELECT count(*) FROM {table}").fetchone() == (1,)
+        finally:
+            wire.proxy.disarm()
+            direct.execute(f"DROP TABLE {table}")
