@@ -84,9 +84,10 @@ SHARED_TABLE_SERVICES = frozenset({"postgres", "mariadb"})
 #: Ratchet's shared SQL saga tables: its test modules are marked ``nasaga_schemas`` and make test
 #: runs them in a process of their own (``pytest-nasaga``), beside the suites that use those tables.
 OWN_SCHEMAS_MARK = "nasaga_schemas"
-#: The project's one Cassandra node is kept busy by conformance-live-cql's lightweight
-#: transactions; a test that needs its answers on time (a suite run that must not end in an
-#: outage) is marked ``cql_server`` and make test runs it after that phase (``pytest-cql``).
+#: The project's one Cassandra node is kept busy by the lightweight transactions of
+#: conformance-live-cql-store and -commit; a test that needs its answers on time (a suite run that
+#: must not end in an outage) is marked ``cql_server`` and make test runs it after those phases
+#: (``pytest-cql``).
 QUIET_SERVICES = frozenset({"cassandra"})
 
 
