@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from conformance import RunOptions, Verdict, run_matrix
-from conformance._suites import BackendUnderTest, suite_named
+from conformance import Verdict
+from conformance._suites import BackendUnderTest
 from conformance.backends import TRANSPORT_BACKENDS
 from conformance.services import Settings, down, up
+from tests._restarts import one_restart_example
 
 pytestmark = [pytest.mark.service("postgres"), pytest.mark.nasaga_schemas]
 
@@ -52,17 +53,7 @@ def private_broker(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[
 def test_broker_restart_mid_unit_is_survived(private_broker: str, tmp_path: Path) -> None:
     spec = TRANSPORT_BACKENDS["nasaga-kafka"]
     backend = BackendUnderTest("nasaga-kafka", "transport", dict(spec.factories), "kafka")
-    options = RunOptions(
-        profile="deep",
-        seed=20261201,
-        examples=1,
-        steps=1,
-        failure_dir=tmp_path / "failures",
-        database_dir=None,
-        coverage_gate=False,  # one example of one step: the walk's targets, not every rule's
-    )
-    report = run_matrix([(backend, suite_named("transport"))], options)
-    (result,) = report.results
+    report, result = one_restart_example(backend, tmp_path, seed=20261201)
     assert result.verdict is Verdict.PASS, report.details()
     assert result.stats.faults["broker-restart"] == 1, report.details()
     assert "offsets-survived-broker-restart" in result.stats.reached, report.details()

@@ -8,15 +8,17 @@ and the suite says which rule that breaks."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conformance import RunOptions, Verdict, run_matrix
-from conformance._suites import BackendUnderTest, suite_named
+from conformance import Verdict
+from conformance._suites import BackendUnderTest
 from conformance.backends import TRANSPORT_BACKENDS
 from conformance.crash import LocalRedis
+from tests._restarts import one_restart_example
 
 pytestmark = [pytest.mark.service("redis")]  # for the redis-server binary; the shared one is untouched
 
@@ -33,19 +35,9 @@ def own_redis(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
 def test_a_redis_restart_with_entries_pending(own_redis: LocalRedis, tmp_path: Path) -> None:
     spec = TRANSPORT_BACKENDS["redis"]
-    factories = {**spec.factories, "stream_control": lambda: own_redis}
+    factories: dict[str, str | Callable[..., Any]] = {**spec.factories, "stream_control": lambda: own_redis}
     backend = BackendUnderTest("redis", "transport", factories, "redis")
-    options = RunOptions(
-        profile="deep",
-        seed=20261130,
-        examples=1,
-        steps=1,
-        failure_dir=tmp_path / "failures",
-        database_dir=None,
-        coverage_gate=False,  # one example of one step: the walk's targets, not every rule's
-    )
-    report = run_matrix([(backend, suite_named("transport"))], options)
-    (result,) = report.results
+    report, result = one_restart_example(backend, tmp_path)
     if own_redis.durable:
         assert result.stats.faults["redis-restart"] == 1, report.details()
         assert result.verdict is Verdict.PASS, report.details()

@@ -4,14 +4,17 @@ and stops (the project's Redis is never killed here). Needs PostgreSQL and the h
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import pytest
 
-from conformance import RunOptions, Verdict, run_matrix
-from conformance._suites import BackendUnderTest, suite_named
+from conformance import Verdict
+from conformance._suites import BackendUnderTest
 from conformance.backends import TRANSPORT_BACKENDS
 from conformance.crash import LocalRedis
+from tests._restarts import one_restart_example
 
 pytestmark = [pytest.mark.service("postgres", "redis")]  # redis: the redis-server binary
 
@@ -28,21 +31,11 @@ def test_n48_nasagas_consumer_fails_one_round_after_a_redis_restart_then_settles
     monkeypatch.setenv("RATCHET_REDIS_URL", server.url)
     try:
         spec = TRANSPORT_BACKENDS["nasaga-redis-stream"]
-        factories = {**spec.factories, "stream_control": lambda: server}
+        factories: dict[str, str | Callable[..., Any]] = {**spec.factories, "stream_control": lambda: server}
         backend = BackendUnderTest("nasaga-redis-stream", "transport", factories, "redis")
-        options = RunOptions(
-            profile="deep",
-            seed=20261130,
-            examples=1,
-            steps=1,
-            failure_dir=tmp_path / "failures",
-            database_dir=None,
-            coverage_gate=False,
-        )
-        report = run_matrix([(backend, suite_named("transport"))], options)
+        report, result = one_restart_example(backend, tmp_path)
     finally:
         server.stop()
-    (result,) = report.results
     assert result.verdict is Verdict.PASS, report.details()
     assert result.stats.faults["redis-restart"] == 1, report.details()
     assert {"pending-survived-redis-restart", "pending-settled-after-redis-restart"} <= set(
