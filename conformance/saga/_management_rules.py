@@ -12,6 +12,8 @@ the operator resumes every paused saga (``resume_all``), so results and timers f
 
 from __future__ import annotations
 
+import time
+
 import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
@@ -53,8 +55,12 @@ _ACTION_RULE = {
     m.ManagementAction.RETRY_COMPENSATION: "S-MGT-07",
     m.ManagementAction.MANUAL_CLOSE: "S-MGT-08",
 }
-#: Resumes the operator asks for at quiescence before giving up on a database that refuses them.
-RESUME_TRIES = 5
+#: Resumes the operator asks for at quiescence before giving up on a database that refuses them,
+#: waiting ``RESUME_BACKOFF_S`` doubling between them: two runs side by side on one server's
+#: tables refused five resumes in a row without a pause (serializable scans conflict until one
+#: side lets the other finish), about 13 s of waiting in all.
+RESUME_TRIES = 8
+RESUME_BACKOFF_S = 0.05
 
 
 class ManagementRules(SagaMachineBase):
@@ -251,11 +257,13 @@ class ManagementRules(SagaMachineBase):
         if not self.caps.management:
             return
         for saga_id in sorted(self.model.instances):
-            for _ in range(RESUME_TRIES):
+            for attempt in range(RESUME_TRIES):
                 # A contended database may refuse the resume on every attempt of one call (S-TX-01):
                 # the operator asks again, since a saga left paused defers its results for ever.
                 if not m.is_paused(self.model, saga_id):
                     break
+                if attempt:
+                    time.sleep(RESUME_BACKOFF_S * 2 ** (attempt - 1))
                 tenant = self.model.instances[saga_id].definition.tenant
                 operation_id = f"resume-{saga_id}-{m.control_of(self.model, saga_id).revision}"
                 self._manage(
