@@ -273,7 +273,11 @@ class ConformanceMachine(RuleBasedStateMachine):
             # An interrupted example did not finish: its end checks would judge half a program.
             # (A shrink stopped by its budget, or a peer's claim, cuts an example short too.)
             stopped = self.cut_short or _signals.pending() is not None or self.context.budget_spent
-            if not self.failed and not stopped:
+            # An example that ran no step is not judged either: Hypothesis also tears down an
+            # example it abandoned before its first draw (while shrinking), and a failure with an
+            # empty program is one `conformance replay` cannot run (seen on the planted
+            # stage_per_unit runtime under load: S-OBS-02 reported with no program).
+            if not self.failed and not stopped and self.program:
                 self.trace = []
                 try:
                     self.at_quiescence()

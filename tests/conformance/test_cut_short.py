@@ -39,10 +39,19 @@ def test_a_fresh_example_stopped_before_its_first_step_records_nothing() -> None
 def test_the_same_example_finished_is_judged_at_quiescence() -> None:
     """The check the test above relies on: this machine's quiescence does break the rule."""
     context, machine = _machine()
+    machine.first_start(key=1)  # type: ignore[attr-defined]
     with pytest.raises(Violation) as raised:
         machine.teardown()  # type: ignore[attr-defined]
     assert raised.value.rule_id == "S-PART-03"
-    assert context.last_failure is not None and context.last_failure.program == []
+    assert context.last_failure is not None and len(context.last_failure.program) == 1
+
+
+def test_an_example_that_ran_no_step_is_not_judged_at_quiescence() -> None:
+    """Hypothesis tears down an example it abandoned before its first draw; the planted
+    stage_per_unit runtime then reported S-OBS-02 with an empty program, which replay refuses."""
+    context, machine = _machine()
+    machine.teardown()  # type: ignore[attr-defined]
+    assert context.last_failure is None
 
 
 def test_an_example_whose_step_stopped_part_way_is_not_judged_at_quiescence() -> None:
