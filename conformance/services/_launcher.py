@@ -23,9 +23,11 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
+import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 from typing import TextIO
 
 from conformance.services._apt import install_packages
@@ -176,9 +178,20 @@ def down(names: Sequence[str], settings: Settings | None = None, say: Say | None
                     say(f"{name}: not running")
                 continue
             begin = time.monotonic()
-            say(f"{name}: stopping pid {pid}")
+            say(f"{name}: stopping pid {pid}{_cpu_text(pid)}")
             server.stop(pid)
             say(f"{name}: stopped after {time.monotonic() - begin:.1f}s")
+
+
+def _cpu_text(pid: int) -> str:
+    """The server's CPU time so far, its reaped children's included (what make test's budget is
+    spent on besides the harness; Linux /proc only)."""
+    try:
+        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    except (OSError, IndexError):
+        return ""
+    ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
+    return f" (CPU {ticks / os.sysconf('SC_CLK_TCK'):.1f}s)"
 
 
 def status(names: Sequence[str], settings: Settings | None = None, out: TextIO | None = None) -> bool:

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import time
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 import attrs
 import confluent_kafka as ck
@@ -15,7 +16,41 @@ from confluent_kafka.cimpl import NewTopic
 from ._kafka_records import KafkaRecord, KafkaTopics, client_config, headers_of
 from ._streams import TransportError
 
+_T = TypeVar("_T")
+
 _LATEST = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+
+# A leader or coordinator moving (a new topic's first election, a restarted broker) answers these
+# for a moment; the client does not retry admin requests itself, so the reads below do.
+_MOVING = frozenset(
+    {
+        ck.KafkaError.NOT_LEADER_FOR_PARTITION,
+        ck.KafkaError.LEADER_NOT_AVAILABLE,
+        ck.KafkaError.UNKNOWN_TOPIC_OR_PART,
+        ck.KafkaError.UNKNOWN_LEADER_EPOCH,
+        ck.KafkaError.FENCED_LEADER_EPOCH,
+        ck.KafkaError.NOT_COORDINATOR,
+        ck.KafkaError.COORDINATOR_NOT_AVAILABLE,
+        ck.KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+    }
+)
+_MOVING_FOR_S = 30.0
+
+
+def _until_settled(what: str, call: Callable[[], _T]) -> _T:
+    """``call()``, tried again while the cluster answers that a leader or coordinator is moving."""
+    deadline = time.monotonic() + _MOVING_FOR_S
+    pause = 0.05
+    while True:
+        try:
+            return call()
+        except ck.KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            moving = isinstance(error, ck.KafkaError) and (error.code() in _MOVING or error.retriable())
+            if not moving or time.monotonic() >= deadline:
+                raise TransportError(f"{what} failed: {exc}") from exc
+        time.sleep(pause)
+        pause = min(pause * 2, 1.0)
 
 
 @attrs.define
@@ -45,7 +80,9 @@ class KafkaAdmin:
             except ck.KafkaException:
                 known = {}
             listed = known.get(topics.commands)
-            if listed is not None and len(listed.partitions) == partitions and topics.dead_letters in known:
+            led = listed is not None and len(listed.partitions) == partitions
+            led = led and all(meta.leader >= 0 for meta in listed.partitions.values())
+            if led and topics.dead_letters in known:
                 return
             time.sleep(0.05)
         raise TransportError(f"topic {topics.commands} was created but its metadata never appeared")
@@ -60,10 +97,10 @@ class KafkaAdmin:
         request = ck.ConsumerGroupTopicPartitions(
             group, [ck.TopicPartition(topic, p) for p in range(partitions)]
         )
-        try:
-            answer = self._admin.list_consumer_group_offsets([request])[group].result(30)
-        except ck.KafkaException as exc:
-            raise TransportError(f"offset fetch failed: {exc}") from exc
+        answer = _until_settled(
+            "offset fetch",
+            lambda: self._admin.list_consumer_group_offsets([request])[group].result(30),
+        )
         return {int(tp.partition): max(0, int(tp.offset)) for tp in answer.topic_partitions}
 
     def dead_letters(self, topics: KafkaTopics) -> list[KafkaRecord]:
@@ -94,10 +131,10 @@ class KafkaAdmin:
     def high_watermarks(self, topic: str, partitions: int) -> dict[int, int]:
         """The next offset to be written, per partition (one ListOffsets request)."""
         request = {ck.TopicPartition(topic, p): _LATEST for p in range(partitions)}
-        try:
-            answers = {tp.partition: f.result(30) for tp, f in self._admin.list_offsets(request).items()}
-        except ck.KafkaException as exc:
-            raise TransportError(f"offset listing failed: {exc}") from exc
+        answers = _until_settled(
+            "offset listing",
+            lambda: {tp.partition: f.result(30) for tp, f in self._admin.list_offsets(request).items()},
+        )
         return {int(p): int(a.offset) for p, a in answers.items()}
 
 
