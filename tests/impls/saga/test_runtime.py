@@ -263,3 +263,20 @@ def test_a_read_that_failed_otherwise_is_not_run_again() -> None:
     with pytest.raises(SagaBackendError):
         read_only(backend, unavailable)
     assert len(calls) == 1
+
+
+def test_a_read_whose_begin_the_database_refused_is_run_again() -> None:
+    """S-TX-01: a BEGIN the database refused started nothing, so the read runs again like any
+    other refused read (route03's contended PostgreSQL run ended in a harness error on it)."""
+    backend = MemorySagaBackend("reads")
+    begin, left = backend.begin, [2]
+
+    def refused_begin() -> SagaTransaction:
+        if left[0]:
+            left[0] -= 1
+            raise SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "statement failed")
+        return begin()
+
+    backend.begin = refused_begin  # type: ignore[method-assign]
+    assert read_only(backend, lambda tx: tx.list_effects()) == ()
+    assert left == [0]
