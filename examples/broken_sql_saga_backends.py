@@ -30,7 +30,7 @@ from collections.abc import Callable
 import attrs
 
 from conformance.services import mysql_params, pg_dsn
-from impls.saga import CommandOutboxRow, GateRow, SagaBackendError, SagaBackendErrorKind
+from impls.saga import CommandOutboxRow, GateRow
 from impls.sql._mysql import MysqlEngine
 from impls.sql._postgres import PostgresEngine
 from impls.sql._saga import SqlTransaction
@@ -99,21 +99,13 @@ SIDE_ATTEMPTS = 20
 
 
 def _until_applied(side: ServerSagaBackend, row: CommandOutboxRow) -> None:
-    """The outbox row in a transaction of its own, run again while the database refuses it: the
-    planted bug is the write outside the unit, and nothing else. Raised out of the unit's COMMIT
-    instead, a refusal would report a COMMIT that applied as a definite rollback, a second bug that
-    contention alone brings out (a run beside another on one server reported S-START-01:
-    the runtime ran the start again on its own committed rows; docs/faults.md)."""
-    for attempt in range(1, SIDE_ATTEMPTS + 1):
-        tx = side.begin()
-        try:
-            tx.append_command(row)
-            tx.commit()
-            return
-        except SagaBackendError as exc:
-            tx.rollback()
-            if exc.kind is not SagaBackendErrorKind.ROLLED_BACK or attempt == SIDE_ATTEMPTS:
-                raise
+    """The outbox row in a transaction of its own, run again while the database refuses it
+    (``ServerSagaBackend.until_applied``, backing off): the planted bug is the write outside the
+    unit, and nothing else. Raised out of the unit's COMMIT instead, a refusal would report a COMMIT
+    that applied as a definite rollback, a second bug that contention alone brings out (a run beside
+    another on one server reported S-START-01: the runtime ran the start again on its own committed
+    rows; docs/faults.md)."""
+    side.until_applied(lambda tx: tx.append_command(row), SIDE_ATTEMPTS)
 
 
 class BrokenSqlBackend(ServerSagaBackend):

@@ -35,6 +35,7 @@ import hashlib
 import os
 import re
 import threading
+import time
 from collections import deque
 from collections.abc import Callable
 from contextlib import suppress
@@ -53,8 +54,11 @@ NON_DURABLE_CAPABILITIES = SagaCapabilities(fenced_timers=True, row_locks=True, 
 
 # Idle connections kept per endpoint; a harness example opens three namespaces at a time.
 POOL_SIZE = 8
-# Times opening a namespace writes its counter rows when the database refuses it (contention).
-OPEN_ATTEMPTS = 5
+# Times opening a namespace writes its counter rows when the database refuses it (contention),
+# pausing 5 ms doubling (at most 0.5 s) between tries: about 0.6 s of waiting in all.
+OPEN_ATTEMPTS = 8
+RETRY_BACKOFF_S = 0.005
+RETRY_BACKOFF_CAP_S = 0.5
 
 
 class Contention(enum.Enum):
@@ -338,18 +342,38 @@ class ServerSagaBackend(SqlSagaBackend):
                 raise _unavailable("the database schema could not be created") from None
             with _lock:
                 _schemas.add(key)
+
         # Idempotent (insert-ignore), so a definite rollback is run again: other sessions writing
         # the shared tables make serialization failures and deadlocks here too.
-        for attempt in range(1, OPEN_ATTEMPTS + 1):
-            tx = self.begin()
+        def counter_rows(tx: SqlTransaction) -> None:
+            for name in COUNTERS:
+                tx._insert("counters", ("name", "value"), (name, 0))
+
+        self.until_applied(counter_rows)
+
+    def until_applied(self, write: Callable[[SqlTransaction], object], attempts: int = OPEN_ATTEMPTS) -> None:
+        """``write`` in a transaction of its own, run again while the database refuses it with a
+        definite rollback (a refused BEGIN included: nothing had started), at most ``attempts``
+        times, pausing ``RETRY_BACKOFF_S`` doubling (capped at ``RETRY_BACKOFF_CAP_S``) between
+        tries so a contended write lets the other session finish. Only for a write that may run
+        twice (an insert-ignore, a harness's own set-up): a unit of the runtime never comes here.
+        Any other failure, and the last refusal, raise."""
+        for attempt in range(1, attempts + 1):
+            if attempt > 1:
+                time.sleep(min(RETRY_BACKOFF_S * 2 ** (attempt - 2), RETRY_BACKOFF_CAP_S))
             try:
-                for name in COUNTERS:
-                    tx._insert("counters", ("name", "value"), (name, 0))
+                tx = self.begin()
+            except SagaBackendError as exc:
+                if exc.kind is not SagaBackendErrorKind.ROLLED_BACK or attempt == attempts:
+                    raise
+                continue
+            try:
+                write(tx)
                 tx.commit()
                 return
             except SagaBackendError as exc:
                 tx.rollback()
-                if exc.kind is not SagaBackendErrorKind.ROLLED_BACK or attempt == OPEN_ATTEMPTS:
+                if exc.kind is not SagaBackendErrorKind.ROLLED_BACK or attempt == attempts:
                     raise
             except BaseException:
                 tx.rollback()

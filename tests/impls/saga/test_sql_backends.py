@@ -885,3 +885,30 @@ def test_opening_a_namespace_runs_its_refused_counter_rows_again(engine: str, na
     finally:
         backend.drop_namespace()
         backend.close()
+
+
+def test_opening_a_namespace_whose_begin_the_database_refused_begins_again(engine: str, namespace: str) -> None:
+    """A BEGIN the database refused started nothing: opening begins again, backing off, instead of
+    ending the run (``ServerSagaBackend.until_applied``; route03's contended PostgreSQL run ended
+    in ``FlakyStrategyDefinition`` on a refused BEGIN)."""
+    refused = [2]
+
+    class BeginRefused(ServerSagaBackend):
+        def begin(self) -> SqlTransaction:
+            if refused[0]:
+                refused[0] -= 1
+                raise SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "statement failed")
+            return super().begin()
+
+    server: Engine = (
+        PostgresEngine(pg_dsn(), lock_timeout_ms=1000)
+        if engine == "postgres"
+        else MysqlEngine(mysql_params(mysql_dsn()), lock_wait_timeout_s=1)
+    )
+    backend = BeginRefused(server, namespace)
+    try:
+        assert refused == [0]
+        assert _commit(backend, lambda tx: tx.allocate_fencing_token()) == 1
+    finally:
+        backend.drop_namespace()
+        backend.close()
