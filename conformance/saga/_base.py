@@ -81,6 +81,8 @@ class SagaMachineBase(ConformanceMachine):
         #: comparison of those rows runs after them (and at quiescence), not after every step.
         self.catalog_touched = True
         self.route_walked = False  # CatalogRules.route_walk: once per example
+        #: Calls the database refused on every attempt, the model sent back (``undo_if_refused``).
+        self.refusals = 0
 
     def _fate(self, _unit: str) -> m.CommitFate:
         fate, self.fate = self.fate, m.CommitFate.COMMITTED
@@ -149,6 +151,7 @@ class SagaMachineBase(ConformanceMachine):
         if before is None:
             return False
         self.model, self.model_parts = before
+        self.refusals += 1
         self.refated()
         self.note("the database refused every attempt of the unit: nothing of it applied (S-TX-01)")
         self.context.reach("database-refused-every-attempt")
