@@ -395,6 +395,18 @@ class ServerSagaBackend(SqlSagaBackend):
         except SagaBackendError:
             raise _unavailable("the database did not accept a transaction") from None
 
+    def drop_namespace(self) -> None:
+        """This namespace's rows of every shared table deleted in one transaction, run again while
+        the database refuses it (``until_applied``; a DELETE may run twice): beside another run's
+        writes the DELETEs meet serialization failures and lock waits too, and a refused drop left
+        the namespace's rows behind for good."""
+
+        def delete(tx: SqlTransaction) -> None:
+            for table in SCHEMA:
+                tx._exec(f"DELETE FROM {tx._t(table)}{tx._where_ns}", tx._ns)
+
+        self.until_applied(delete)
+
     def readiness(self) -> None:
         """A real round trip (``SELECT 1``) every call; any failure is UNAVAILABLE."""
         try:

@@ -912,3 +912,18 @@ def test_opening_a_namespace_whose_begin_the_database_refused_begins_again(engin
     finally:
         backend.drop_namespace()
         backend.close()
+
+
+def test_a_namespace_drop_the_database_refused_is_run_again(
+    opener: Callable[..., ServerSagaBackend], namespace: str
+) -> None:
+    """Dropping a namespace (the harness's clean-up) deletes its rows in one transaction; a COMMIT
+    the database refused (another run writing the shared tables) runs it again instead of leaving
+    the rows behind."""
+    backend = opener(namespace)
+    assert _commit(backend, lambda tx: tx.allocate_fencing_token()) == 1
+    assert namespace in backend.namespaces()
+    backend.faults.commits.append(Contention.SERIALIZATION_FAILURE)
+    backend.drop_namespace()
+    assert not backend.faults.commits  # the refusal was met
+    assert namespace not in backend.namespaces()
