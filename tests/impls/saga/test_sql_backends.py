@@ -887,7 +887,7 @@ def test_opening_a_namespace_runs_its_refused_counter_rows_again(engine: str, na
         backend.close()
 
 
-def test_opening_a_namespace_whose_begin_the_database_refused_begins_again(engine: str, namespace: str) -> None:
+def test_opening_a_namespace_whose_begin_was_refused_begins_again(engine: str, namespace: str) -> None:
     """A BEGIN the database refused started nothing: opening begins again, backing off, instead of
     ending the run (``ServerSagaBackend.until_applied``; route03's contended PostgreSQL run ended
     in ``FlakyStrategyDefinition`` on a refused BEGIN)."""
