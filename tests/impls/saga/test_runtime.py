@@ -8,6 +8,7 @@ import attrs
 import pytest
 
 from impls.saga import SagaBackend, SagaBackendError, SagaBackendErrorKind, SagaTransaction
+from impls.saga import _unit as unit
 from impls.saga._unit import READ_ATTEMPTS, read_only
 from impls.saga.memory._backend import MemorySagaBackend
 from model.saga import (
@@ -225,10 +226,13 @@ def test_s_start_13_a_completed_saga_returns_its_unit_in_flight(rig: Rig, mode: 
 
 
 @pytest.mark.parametrize(("refusals", "answered"), [(READ_ATTEMPTS - 1, True), (READ_ATTEMPTS, False)])
-def test_a_read_the_database_refused_is_run_again_bounded(refusals: int, answered: bool) -> None:
+def test_a_read_the_database_refused_is_run_again_bounded(
+    refusals: int, answered: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """S-TX-01: a read has no effect, so a definite rollback of it (PostgreSQL's SSI picks a
     read-only transaction as its victim too) is run again, at most ``READ_ATTEMPTS`` times; a
     contended saga run on PostgreSQL ended in a harness error on the observer's read before."""
+    monkeypatch.setattr(unit, "READ_BACKOFF_S", 0.0)  # the attempts, not their pauses
     backend = MemorySagaBackend("reads")
     begin, left = backend.begin, [refusals]
 
