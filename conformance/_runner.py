@@ -186,10 +186,12 @@ def run_matrix(
 
 def planned_examples(suite: Suite, backend: BackendUnderTest, options: RunOptions) -> int | None:
     """Examples asked of one pair: ``--examples``, else the fewest of the suite's and backend's
-    caps for the profile; None: the profile's own count."""
+    caps for the profile (a backend's ``"<profile>:<suite>"`` cap before its ``"<profile>"`` one);
+    None: the profile's own count."""
     if options.examples is not None:
         return options.examples
-    caps = [c for c in (suite.examples.get(options.profile), backend.examples.get(options.profile)) if c]
+    own = backend.examples.get(f"{options.profile}:{suite.name}", backend.examples.get(options.profile))
+    caps = [c for c in (suite.examples.get(options.profile), own) if c]
     return min(caps) if caps else None
 
 

@@ -64,3 +64,36 @@ def test_each_family_has_its_own_custom_flag() -> None:
     load_suites()
     assert sorted(f.flag for f in FAMILIES.values()) == sorted(CUSTOM_FLAGS)
     assert FAMILIES["commit"].flag == "--store" and FAMILIES["saga"].flag == "--saga-backend"
+
+
+def test_make_tests_live_parts_cover_what_the_single_phase_ran() -> None:
+    """make test runs conformance-live-commit as its embedded and real parts side by side: together
+    they are the pairs the one phase ran (Makefile, LIVE_commit-*)."""
+    before = set(pairs("--backend", "embedded,real,-kafka,-cql", "--suite", "store,commit,transport"))
+    embedded = set(pairs("--backend", "embedded", "--suite", "store,commit,transport"))
+    real = set(pairs("--backend", "real,-kafka,-cql", "--suite", "store,commit,transport"))
+    assert embedded | real == before and not embedded & real
+
+
+def test_a_backend_caps_one_suite_of_a_profile() -> None:
+    """A ``"<profile>:<suite>"`` cap wins over the profile's for that suite only (Cassandra's commit
+    suite runs 40 examples under ci, its store suite 80; conformance/backends.py)."""
+    from conformance._runner import RunOptions, planned_examples
+    from conformance._suites import FAMILIES, load_suites, suite_named
+
+    load_suites()
+    cql = FAMILIES["commit"].backends()["cql"]
+    ci = RunOptions(profile="ci")
+    assert planned_examples(suite_named("commit"), cql, ci) == 40
+    assert planned_examples(suite_named("store"), cql, ci) == 80
+    assert planned_examples(suite_named("commit"), cql, RunOptions(profile="ci", examples=7)) == 7
+
+
+def test_make_tests_saga_parts_cover_what_the_single_phase_ran() -> None:
+    """make test runs conformance-live-saga as PostgreSQL's part and the rest side by side (Makefile,
+    LIVE_saga-*): together they are the pairs the one phase ran, each engine in one part only."""
+    before = set(pairs("--backend", "embedded,real,-kafka", "--suite", "saga"))
+    postgres = set(pairs("--backend", "postgres", "--suite", "saga"))
+    others = set(pairs("--backend", "embedded,real,-kafka,-postgres", "--suite", "saga"))
+    assert postgres | others == before and not postgres & others
+    assert ("mysql", "saga") in others
