@@ -41,6 +41,7 @@ from conformance._outage import bounded
 from conformance._scheduler import Gate, Scheduler, SchedulerHang, WorkerOutcome
 from conformance._violations import HarnessEnvironmentError
 from conformance.commit import _vocabulary as v
+from conformance.commit._config_rules import ConfigRules
 from conformance.commit._faults import OUTBOX_FAULTS, WorkerKilled
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import HaltExample, ObservedStore
@@ -76,7 +77,7 @@ _QUIESCENCE_ROUNDS = 6
 COMMITTER_ATTEMPTS = 3
 
 
-class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, CommitWorld):
+class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, ConfigRules, CommitWorld):
     reserved = Bundle("reserved")
 
     def __init__(self) -> None:
@@ -469,6 +470,7 @@ class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, CommitWorld):
             self.note_continuations()
         self.sweep_loop_survives_a_failure()
         self.quota_across_time()
+        self.configuration_held()
         for key in sorted(self.oracle.state.commits, key=CommitKey.sort_key):
             entry = self.oracle.state.commits[key]
             if entry.stage is not CommitStage.COMMITTED:

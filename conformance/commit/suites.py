@@ -184,6 +184,15 @@ def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
         "no recovery loop swept again after a failed sweep (C-POST-02)"
     )
     targets["committer-default-retention"] = "no committer kept its own default retention (C-ERR-04)"
+    targets["quota-window-turned"] = "the shipped SenderQuota was never asked across a turning window"
+    targets["configuration-edges-judged"] = "no committer configuration was judged at its edges (C-ERR-04)"
+    if stats.details.get("committer_defaults") == "True":  # Ratchet's committer: documented defaults
+        targets["committer-default-retention-held"] = (
+            "no intent frozen by a committer keeping its default retention was judged (C-POST-05)"
+        )
+        targets["recovery-default-min-age-held"] = (
+            "no CommitRecovery with its default minimum age was judged (C-POST-02)"
+        )
     targets["outbox-republish-probed"] = "no committed key was published again at quiescence"
     if stats.details.get("outbox_lists_entries") == "True":
         targets["outbox-entries-audited"] = "the outbox's listing was never compared with its ledger"
