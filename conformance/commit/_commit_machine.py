@@ -45,7 +45,7 @@ from conformance.commit._config_rules import ConfigRules
 from conformance.commit._faults import OUTBOX_FAULTS, WorkerKilled
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import HaltExample, ObservedStore
-from conformance.commit._outbox import ObservedOutbox, OutboxOracle
+from conformance.commit._outbox import ObservedOutbox, OutboxOracle, long_listing
 from conformance.commit._quota_rules import QuotaRules
 from conformance.commit._readiness_rules import ReadinessRules
 from conformance.commit._recovery_rules import RecoveryRules
@@ -487,6 +487,8 @@ class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, ConfigRules, Comm
             self.replay_and_probe(key)
         try:
             self.run(self.outbox_oracle.audit())
+            if self.context.stats.examples == 1:  # once per run: a fresh outbox, a long listing
+                self.run(long_listing(self.outbox_oracle, self.context))
         except HaltExample as halt:
             raise halt.violation from None
         if self.oracle.state.commits:

@@ -32,27 +32,36 @@ COMMITTED with that same entry the run reaches ``outbox-entry-reused-after:<why>
 
 from __future__ import annotations
 
+import contextlib
+import functools
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from conformance._faults import FaultKind
 from conformance._violations import HarnessEnvironmentError
 from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_DOWN, OUTBOX_FAILED
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import Gate, HaltExample, StoreOracle
-from conformance.commit._vocabulary import key_name
-from impls.api import ListableOutbox, Outbox
+from conformance.commit._vocabulary import key_name, never_reserved_intent
+from impls.api import ListableOutbox, NamespaceOwner, Outbox, OutboxEntry
 from model.commit import (
+    MAX_SCAN_ITEMS,
     CommitIntent,
     CommitKey,
     CommitStage,
     MessageStoreError,
     OutboxPublication,
     StoreErrorKind,
+    TenantId,
+    UserId,
 )
 
 _PROBE_ATTEMPTS = 5
 T = TypeVar("T")
+
+
+#: ``audit_long_listing``: one entry more than the largest page any bound of the contract names.
+LONG_LISTING = MAX_SCAN_ITEMS + 1
 
 
 class OutboxOracle:
@@ -198,6 +207,42 @@ class OutboxOracle:
         if self.entries:
             self.store.context.reach("outbox-entries-audited")
 
+    async def audit_long_listing(self, outbox: Outbox) -> None:
+        """Once per run, on a fresh ``ListableOutbox``: more entries than the largest page the contract
+        names (``MAX_SCAN_ITEMS``), so a listing that pages has a page to continue from; it must list
+        each publication once, in the order appended (C-POST-07). No example appends that many, so a
+        listing whose second page started in the wrong place passed."""
+        if not isinstance(outbox, ListableOutbox):
+            return
+        acknowledged: list[OutboxEntry] = []
+        for number in range(LONG_LISTING):
+            key = CommitKey(TenantId("t1"), UserId("alice"), f"listing.{number}")
+            intent = never_reserved_intent(key)
+            publish = functools.partial(outbox.publish, intent)
+            publication = await self._at_quiescence("outbox.publish", key, publish)
+            acknowledged.append(OutboxEntry(key, publication))
+        listing = await self._at_quiescence("outbox.entries", None, outbox.entries)
+        self.store.note(f"a fresh outbox given {LONG_LISTING} entries lists {len(listing)}")
+        if listing != acknowledged:
+            where = next(
+                (n for n, (got, want) in enumerate(zip(listing, acknowledged, strict=False)) if got != want),
+                min(len(listing), len(acknowledged)),
+            )
+            if len(listing) != len(acknowledged):
+                check = (
+                    "second-entry-for-a-key" if len(listing) > LONG_LISTING else "acknowledged-entry-missing"
+                )
+            else:
+                check = "entry-not-acknowledged"
+            got = show(listing[where]) if where < len(listing) else "nothing"
+            want = show(acknowledged[where]) if where < LONG_LISTING else "nothing"
+            raise self.fail(
+                check,
+                f"a fresh outbox acknowledged {LONG_LISTING} publications and listed {len(listing)}: "
+                f"entry {where + 1} of its listing is {got}, where {want} was appended",
+            )
+        self.store.context.reach("outbox-long-listing-audited")
+
 
 class ObservedOutbox:
     """The real outbox behind a worker's gate, with the armed faults and the ledger's checks."""
@@ -251,3 +296,16 @@ class ObservedOutbox:
 
     async def close(self) -> None:
         """The harness closes the real outbox."""
+
+
+async def long_listing(oracle: OutboxOracle, context: Any) -> None:
+    """``OutboxOracle.audit_long_listing`` on an outbox of a namespace of its own, dropped after."""
+    outbox: Any = await context.target.open_outbox(context.new_namespace())
+    try:
+        await oracle.audit_long_listing(outbox)
+    finally:
+        if isinstance(outbox, NamespaceOwner):
+            with contextlib.suppress(MessageStoreError):
+                await outbox.drop_namespace()
+        with contextlib.suppress(MessageStoreError):
+            await outbox.close()
