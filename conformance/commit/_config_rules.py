@@ -89,7 +89,9 @@ class ConfigRules(ConformanceMachine):
     def configuration_held(self) -> None:
         factory = self.context.target.committer_factory
         defaults = RATCHET_DEFAULTS if factory is None else None
-        self.configuration_refused(factory or MessageCommitter)
+        # The undecorated factory (conformance._opened.named_factory): its own exception is judged,
+        # and the committers built only to be refused are not recorded as opened.
+        self.configuration_refused(getattr(factory, "ratchet_factory", factory) or MessageCommitter)
         if defaults is not None:
             self.default_retention_held(defaults)
             self.default_min_age_held(defaults)
