@@ -32,6 +32,7 @@ COMMITTED with that same entry the run reaches ``outbox-entry-reused-after:<why>
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import functools
 from collections.abc import Awaitable, Callable
@@ -62,6 +63,7 @@ T = TypeVar("T")
 
 #: ``audit_long_listing``: one entry more than the largest page any bound of the contract names.
 LONG_LISTING = MAX_SCAN_ITEMS + 1
+LISTING_ROUND = 50
 
 
 class OutboxOracle:
@@ -210,36 +212,49 @@ class OutboxOracle:
     async def audit_long_listing(self, outbox: Outbox) -> None:
         """Once per run, on a fresh ``ListableOutbox``: more entries than the largest page the contract
         names (``MAX_SCAN_ITEMS``), so a listing that pages has a page to continue from; it must list
-        each publication once, in the order appended (C-POST-07). No example appends that many, so a
-        listing whose second page started in the wrong place passed."""
+        each publication once, oldest first (C-POST-07). No example appends that many, so a listing
+        whose second page started in the wrong place passed. Published in rounds of
+        ``LISTING_ROUND`` side by side (a server's round trips overlap): a round's entries may list in
+        any order among themselves, never before an earlier round's."""
         if not isinstance(outbox, ListableOutbox):
             return
-        acknowledged: list[OutboxEntry] = []
-        for number in range(LONG_LISTING):
-            key = CommitKey(TenantId("t1"), UserId("alice"), f"listing.{number}")
-            intent = never_reserved_intent(key)
-            publish = functools.partial(outbox.publish, intent)
-            publication = await self._at_quiescence("outbox.publish", key, publish)
-            acknowledged.append(OutboxEntry(key, publication))
+        round_of: dict[OutboxEntry, int] = {}
+        for first in range(0, LONG_LISTING, LISTING_ROUND):
+            keys = [
+                CommitKey(TenantId("t1"), UserId("alice"), f"listing.{number}")
+                for number in range(first, min(first + LISTING_ROUND, LONG_LISTING))
+            ]
+            publications = await asyncio.gather(
+                *(
+                    self._at_quiescence("outbox.publish", key, functools.partial(outbox.publish, intent))
+                    for key, intent in ((key, never_reserved_intent(key)) for key in keys)
+                )
+            )
+            round_of.update({OutboxEntry(k, p): first for k, p in zip(keys, publications, strict=True)})
         listing = await self._at_quiescence("outbox.entries", None, outbox.entries)
         self.store.note(f"a fresh outbox given {LONG_LISTING} entries lists {len(listing)}")
-        if listing != acknowledged:
-            where = next(
-                (n for n, (got, want) in enumerate(zip(listing, acknowledged, strict=False)) if got != want),
-                min(len(listing), len(acknowledged)),
-            )
-            if len(listing) != len(acknowledged):
-                check = (
-                    "second-entry-for-a-key" if len(listing) > LONG_LISTING else "acknowledged-entry-missing"
+        seen: set[OutboxEntry] = set()
+        seen_keys: set[CommitKey] = set()
+        latest = 0
+        for place, entry in enumerate(listing, 1):
+            where = f"a fresh outbox given {LONG_LISTING} entries listed {len(listing)}: entry {place}"
+            if entry.key in seen_keys:
+                raise self.fail("second-entry-for-a-key", f"{where}, {show(entry)}, was listed before")
+            if entry not in round_of:
+                raise self.fail("entry-not-acknowledged", f"{where}, {show(entry)}, was never acknowledged")
+            if round_of[entry] < latest:
+                raise self.fail(
+                    "entry-not-acknowledged",
+                    f"{where}, {show(entry)}, lists after entries appended later (oldest first)",
                 )
-            else:
-                check = "entry-not-acknowledged"
-            got = show(listing[where]) if where < len(listing) else "nothing"
-            want = show(acknowledged[where]) if where < LONG_LISTING else "nothing"
+            latest = round_of[entry]
+            seen.add(entry)
+            seen_keys.add(entry.key)
+        if missing := [entry for entry in round_of if entry not in seen]:
             raise self.fail(
-                check,
-                f"a fresh outbox acknowledged {LONG_LISTING} publications and listed {len(listing)}: "
-                f"entry {where + 1} of its listing is {got}, where {want} was appended",
+                "acknowledged-entry-missing",
+                f"a fresh outbox given {LONG_LISTING} entries listed {len(listing)}; {len(missing)} "
+                f"acknowledged are missing, the first {show(missing[0])}",
             )
         self.store.context.reach("outbox-long-listing-audited")
 
