@@ -87,13 +87,18 @@ class ConfigRules(ConformanceMachine):
         self.context.stats.details.setdefault("committer_defaults", str(declared))
 
     def configuration_held(self) -> None:
+        """Every example: the default retention of its intents; until judged once in the run: the
+        constructors and the recovery's default age, which answer alike in every example."""
         factory = self.context.target.committer_factory
         defaults = RATCHET_DEFAULTS if factory is None else None
+        if defaults is not None:
+            self.default_retention_held(defaults)
+        if "configuration-edges-judged" in self.context.stats.reached:
+            return  # judged once in this run already
         # The undecorated factory (conformance._opened.named_factory): its own exception is judged,
         # and the committers built only to be refused are not recorded as opened.
         self.configuration_refused(getattr(factory, "ratchet_factory", factory) or MessageCommitter)
         if defaults is not None:
-            self.default_retention_held(defaults)
             self.default_min_age_held(defaults)
 
     def default_retention_held(self, defaults: CommitterDefaults) -> None:
