@@ -63,7 +63,10 @@ T = TypeVar("T")
 
 #: ``audit_long_listing``: one entry more than the largest page any bound of the contract names.
 LONG_LISTING = MAX_SCAN_ITEMS + 1
-LISTING_ROUND = 50
+#: Publications of ``audit_long_listing`` in flight at once. One: a CQL outbox's entries share one
+#: partition, where side-by-side lightweight transactions contend (Paxos per partition), and the
+#: listing is then held to the exact order appended.
+LISTING_ROUND = 1
 
 
 class OutboxOracle:
@@ -214,8 +217,8 @@ class OutboxOracle:
         names (``MAX_SCAN_ITEMS``), so a listing that pages has a page to continue from; it must list
         each publication once, oldest first (C-POST-07). No example appends that many, so a listing
         whose second page started in the wrong place passed. Published in rounds of
-        ``LISTING_ROUND`` side by side (a server's round trips overlap): a round's entries may list in
-        any order among themselves, never before an earlier round's."""
+        ``LISTING_ROUND`` side by side: a round's entries may list in any order among themselves,
+        never before an earlier round's."""
         if not isinstance(outbox, ListableOutbox):
             return
         round_of: dict[OutboxEntry, int] = {}
