@@ -6,6 +6,7 @@
 factory          rule       the bug
 ===============  =========  ==========================================================================
 ignores_quota    C-PRE-08   drops the quota it is given: a sender over quota is reserved anyway
+clamps_config    C-ERR-04   a retention or attempt count below 1 is raised to 1 instead of refused
 ===============  =========  ==========================================================================
 
 Each factory is called as ``impls.commit.MessageCommitter`` is (store, outbox, membership, clock,
@@ -25,4 +26,12 @@ def ignores_quota(*args: Any, **kwargs: Any) -> MessageCommitter:
     return MessageCommitter(*args, **kwargs)
 
 
-BROKEN_COMMITTERS = {"ignores_quota": "C-PRE-08"}
+def clamps_config(*args: Any, **kwargs: Any) -> MessageCommitter:
+    """C-ERR-04: a configuration out of range is quietly made legal instead of refused."""
+    for name in ("retention_ms", "max_attempts"):
+        if name in kwargs:
+            kwargs[name] = max(1, kwargs[name])
+    return MessageCommitter(*args, **kwargs)
+
+
+BROKEN_COMMITTERS = {"ignores_quota": "C-PRE-08", "clamps_config": "C-ERR-04"}

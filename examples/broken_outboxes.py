@@ -16,6 +16,8 @@ one_entry_for_every_key      C-POST-07    every key is answered with the outbox'
 republish_appends_silently   C-POST-07    a re-publish appends a second entry for the key but
                                           answers with the first: only the outbox's listing
                                           (``ListableOutbox.entries``) shows it
+lists_one_page               C-POST-07    its listing stops after a first page of 1000 entries
+                                          (a reader that never asks for the next page)
 ===========================  ===========  ======================================================
 
 ``BROKEN_OUTBOXES`` maps each factory name to the rule ID the harness must report.
@@ -70,6 +72,13 @@ class RepublishAppendsSilently(MemoryOutbox):
         return await super().publish(intent)
 
 
+class ListsOnePage(MemoryOutbox):
+    """C-POST-07: ``entries()`` answers the first page of a paged read and never asks for the next."""
+
+    async def entries(self) -> list[OutboxEntry]:
+        return (await super().entries())[:1000]
+
+
 async def republish_appends_new_entry(namespace: str) -> MemoryOutbox:
     return RepublishAppendsNewEntry(namespace)
 
@@ -82,8 +91,13 @@ async def republish_appends_silently(namespace: str) -> MemoryOutbox:
     return RepublishAppendsSilently(namespace)
 
 
+async def lists_one_page(namespace: str) -> MemoryOutbox:
+    return ListsOnePage(namespace)
+
+
 BROKEN_OUTBOXES: dict[str, str] = {
     "republish_appends_new_entry": "C-POST-07",
     "one_entry_for_every_key": "C-POST-07",
     "republish_appends_silently": "C-POST-07",
+    "lists_one_page": "C-POST-07",
 }

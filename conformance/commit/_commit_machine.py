@@ -41,10 +41,11 @@ from conformance._outage import bounded
 from conformance._scheduler import Gate, Scheduler, SchedulerHang, WorkerOutcome
 from conformance._violations import HarnessEnvironmentError
 from conformance.commit import _vocabulary as v
+from conformance.commit._config_rules import ConfigRules
 from conformance.commit._faults import OUTBOX_FAULTS, WorkerKilled
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import HaltExample, ObservedStore
-from conformance.commit._outbox import ObservedOutbox, OutboxOracle
+from conformance.commit._outbox import ObservedOutbox, OutboxOracle, long_listing
 from conformance.commit._quota_rules import QuotaRules
 from conformance.commit._readiness_rules import ReadinessRules
 from conformance.commit._recovery_rules import RecoveryRules
@@ -76,7 +77,7 @@ _QUIESCENCE_ROUNDS = 6
 COMMITTER_ATTEMPTS = 3
 
 
-class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, CommitWorld):
+class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, ConfigRules, CommitWorld):
     reserved = Bundle("reserved")
 
     def __init__(self) -> None:
@@ -469,6 +470,7 @@ class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, CommitWorld):
             self.note_continuations()
         self.sweep_loop_survives_a_failure()
         self.quota_across_time()
+        self.configuration_held()
         for key in sorted(self.oracle.state.commits, key=CommitKey.sort_key):
             entry = self.oracle.state.commits[key]
             if entry.stage is not CommitStage.COMMITTED:
@@ -485,6 +487,9 @@ class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, CommitWorld):
             self.replay_and_probe(key)
         try:
             self.run(self.outbox_oracle.audit())
+            listable = isinstance(self.outbox, ListableOutbox)
+            if listable and "outbox-long-listing-audited" not in self.context.stats.reached:  # once a run
+                self.run(long_listing(self.outbox_oracle, self.context))
         except HaltExample as halt:
             raise halt.violation from None
         if self.oracle.state.commits:

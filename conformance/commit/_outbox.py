@@ -32,27 +32,41 @@ COMMITTED with that same entry the run reaches ``outbox-entry-reused-after:<why>
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
+import functools
 from collections.abc import Awaitable, Callable
-from typing import TypeVar
+from typing import Any, TypeVar
 
 from conformance._faults import FaultKind
 from conformance._violations import HarnessEnvironmentError
 from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_DOWN, OUTBOX_FAILED
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import Gate, HaltExample, StoreOracle
-from conformance.commit._vocabulary import key_name
-from impls.api import ListableOutbox, Outbox
+from conformance.commit._vocabulary import key_name, never_reserved_intent
+from impls.api import ListableOutbox, NamespaceOwner, Outbox, OutboxEntry
 from model.commit import (
+    MAX_SCAN_ITEMS,
     CommitIntent,
     CommitKey,
     CommitStage,
     MessageStoreError,
     OutboxPublication,
     StoreErrorKind,
+    TenantId,
+    UserId,
 )
 
 _PROBE_ATTEMPTS = 5
 T = TypeVar("T")
+
+
+#: ``audit_long_listing``: one entry more than the largest page any bound of the contract names.
+LONG_LISTING = MAX_SCAN_ITEMS + 1
+#: Publications of ``audit_long_listing`` in flight at once. One: a CQL outbox's entries share one
+#: partition, where side-by-side lightweight transactions contend (Paxos per partition), and the
+#: listing is then held to the exact order appended.
+LISTING_ROUND = 1
 
 
 class OutboxOracle:
@@ -198,6 +212,55 @@ class OutboxOracle:
         if self.entries:
             self.store.context.reach("outbox-entries-audited")
 
+    async def audit_long_listing(self, outbox: Outbox) -> None:
+        """Once per run, on a fresh ``ListableOutbox``: more entries than the largest page the contract
+        names (``MAX_SCAN_ITEMS``), so a listing that pages has a page to continue from; it must list
+        each publication once, oldest first (C-POST-07). No example appends that many, so a listing
+        whose second page started in the wrong place passed. Published in rounds of
+        ``LISTING_ROUND`` side by side: a round's entries may list in any order among themselves,
+        never before an earlier round's."""
+        if not isinstance(outbox, ListableOutbox):
+            return
+        round_of: dict[OutboxEntry, int] = {}
+        for first in range(0, LONG_LISTING, LISTING_ROUND):
+            keys = [
+                CommitKey(TenantId("t1"), UserId("alice"), f"listing.{number}")
+                for number in range(first, min(first + LISTING_ROUND, LONG_LISTING))
+            ]
+            publications = await asyncio.gather(
+                *(
+                    self._at_quiescence("outbox.publish", key, functools.partial(outbox.publish, intent))
+                    for key, intent in ((key, never_reserved_intent(key)) for key in keys)
+                )
+            )
+            round_of.update({OutboxEntry(k, p): first for k, p in zip(keys, publications, strict=True)})
+        listing = await self._at_quiescence("outbox.entries", None, outbox.entries)
+        self.store.note(f"a fresh outbox given {LONG_LISTING} entries lists {len(listing)}")
+        seen: set[OutboxEntry] = set()
+        seen_keys: set[CommitKey] = set()
+        latest = 0
+        for place, entry in enumerate(listing, 1):
+            where = f"a fresh outbox given {LONG_LISTING} entries listed {len(listing)}: entry {place}"
+            if entry.key in seen_keys:
+                raise self.fail("second-entry-for-a-key", f"{where}, {show(entry)}, was listed before")
+            if entry not in round_of:
+                raise self.fail("entry-not-acknowledged", f"{where}, {show(entry)}, was never acknowledged")
+            if round_of[entry] < latest:
+                raise self.fail(
+                    "entry-not-acknowledged",
+                    f"{where}, {show(entry)}, lists after entries appended later (oldest first)",
+                )
+            latest = round_of[entry]
+            seen.add(entry)
+            seen_keys.add(entry.key)
+        if missing := [entry for entry in round_of if entry not in seen]:
+            raise self.fail(
+                "acknowledged-entry-missing",
+                f"a fresh outbox given {LONG_LISTING} entries listed {len(listing)}; {len(missing)} "
+                f"acknowledged are missing, the first {show(missing[0])}",
+            )
+        self.store.context.reach("outbox-long-listing-audited")
+
 
 class ObservedOutbox:
     """The real outbox behind a worker's gate, with the armed faults and the ledger's checks."""
@@ -251,3 +314,16 @@ class ObservedOutbox:
 
     async def close(self) -> None:
         """The harness closes the real outbox."""
+
+
+async def long_listing(oracle: OutboxOracle, context: Any) -> None:
+    """``OutboxOracle.audit_long_listing`` on an outbox of a namespace of its own, dropped after."""
+    outbox: Any = await context.target.open_outbox(context.new_namespace())
+    try:
+        await oracle.audit_long_listing(outbox)
+    finally:
+        if isinstance(outbox, NamespaceOwner):
+            with contextlib.suppress(MessageStoreError):
+                await outbox.drop_namespace()
+        with contextlib.suppress(MessageStoreError):
+            await outbox.close()

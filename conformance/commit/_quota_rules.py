@@ -65,6 +65,23 @@ class HarnessQuota:
         return answer
 
 
+#: ``quota_window_turns``: a limit above one, so that a count carried over (or started below zero)
+#: shows in the window after; three windows, so that a second turn is judged as well as the first.
+_TURN_LIMIT = 2
+_TURN_WINDOW_MS = 60_000
+_TURN_WINDOWS = 3
+
+
+@attrs.define
+class _StepClock:
+    """The quota's own clock for ``quota_window_turns``: the machine's time is left where it is."""
+
+    now: int
+
+    def now_ms(self) -> int:
+        return self.now
+
+
 class QuotaRules(ConformanceMachine):
     """Mixed into the commit machine; uses its world (oracle, membership, committer, judge)."""
 
@@ -104,6 +121,28 @@ class QuotaRules(ConformanceMachine):
         if quota.disagreed:
             raise self.oracle.fail("C-PRE-08", quota.disagreed[0]).violation
         self.context.reach("quota-asked-across-time")
+        self.quota_window_turns()
+
+    def quota_window_turns(self) -> None:
+        """C-PRE-08, at quiescence: the shipped ``SenderQuota`` over a window that turns. Its documented
+        allowance is at most ``limit`` new messages per sender in *each* fixed window of ``window_ms``:
+        one sender exhausts a window, and a window later (whatever the windows' alignment, ``now`` and
+        ``now + window_ms`` lie in two of them) it is admitted ``limit`` times again, and no more.
+        The suite's other asks stay inside one window, so the count a new window starts from passed."""
+        clock = _StepClock(self.now)
+        quota = SenderQuota(_TURN_LIMIT, clock, window_ms=_TURN_WINDOW_MS)
+        tenant, sender = TenantId("t1"), UserId(v.SENDERS[0])
+        for window in range(_TURN_WINDOWS):
+            answers = [self.run(quota.admit(tenant, sender)) for _ in range(_TURN_LIMIT + 1)]
+            if answers != [True] * _TURN_LIMIT + [False]:
+                raise self.oracle.fail(
+                    "C-PRE-08",
+                    f"SenderQuota(limit={_TURN_LIMIT}, window_ms={_TURN_WINDOW_MS}) answered {answers} to "
+                    f"{_TURN_LIMIT + 1} asks of one sender in window {window + 1} of {_TURN_WINDOWS}: each "
+                    f"window admits {_TURN_LIMIT}",
+                ).violation
+            clock.now += _TURN_WINDOW_MS
+        self.context.reach("quota-window-turned")
 
     @rule(target=reserved, key=st.sampled_from(v.KEYS))
     @step

@@ -30,7 +30,7 @@ from conformance.commit._edge_rules import EDGE_TARGETS
 from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_DOWN, OUTBOX_FAILED
 from conformance.commit._target import CommitTarget
 from conformance.wire import PARTITION, WIRE_REPLY_LOST, WIRE_RESET_BEFORE, WIRE_STALL
-from model.commit import CommitStage, FaultPoint, StoreCapabilities, fault_points_for
+from model.commit import MAX_SCAN_ITEMS, CommitStage, FaultPoint, StoreCapabilities, fault_points_for
 
 # docs/faults.md holds the full text; these lines are what `conformance faults` prints.
 FAULT_POINT_TEXT = {
@@ -184,9 +184,21 @@ def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
         "no recovery loop swept again after a failed sweep (C-POST-02)"
     )
     targets["committer-default-retention"] = "no committer kept its own default retention (C-ERR-04)"
+    targets["quota-window-turned"] = "the shipped SenderQuota was never asked across a turning window"
+    targets["configuration-edges-judged"] = "no committer configuration was judged at its edges (C-ERR-04)"
+    if stats.details.get("committer_defaults") == "True":  # Ratchet's committer: documented defaults
+        targets["committer-default-retention-held"] = (
+            "no intent frozen by a committer keeping its default retention was judged (C-POST-05)"
+        )
+        targets["recovery-default-min-age-held"] = (
+            "no CommitRecovery with its default minimum age was judged (C-POST-02)"
+        )
     targets["outbox-republish-probed"] = "no committed key was published again at quiescence"
     if stats.details.get("outbox_lists_entries") == "True":
         targets["outbox-entries-audited"] = "the outbox's listing was never compared with its ledger"
+        targets["outbox-long-listing-audited"] = (
+            f"no outbox was listed with more entries than a page of {MAX_SCAN_ITEMS} (C-POST-07)"
+        )
     return targets
 
 

@@ -65,7 +65,8 @@ RULES: Mapping[str, str] = {
     "C-POST-02": (
         "The intent that `reserve` persists holds, on its own, every message fact the later steps "
         "need; a client that never retries cannot leave an unrecoverable `RESERVED` "
-        "(`scan_recoverable_commits` finds it)."
+        "(`scan_recoverable_commits` finds it). *Ratchet decision:* Ratchet's `CommitRecovery` sweeps "
+        "the intents accepted before now minus its minimum age, 60 000 ms unless configured."
     ),
     "C-POST-03": (
         "`put_record` and `mark_outbox_published` are safe to retry and converge to the same value; "
@@ -80,7 +81,10 @@ RULES: Mapping[str, str] = {
         "Memory and Redis perform Recorded + publication → Committed as one atomic backend "
         "transition: a same-value retry replays the original ACK; a different publication, a missing "
         "record or a wrong prior stage leave no partial write; success removes the recovery candidate "
-        "and registers the history expiry (`accepted_at_ms + delivery.retention_ms`)."
+        "and registers the history expiry (`accepted_at_ms + delivery.retention_ms`). *Ratchet "
+        "decision:* the retention is the one in force when the committer froze the delivery: its "
+        "configured `retention_ms`, else its documented default (Ratchet's `MessageCommitter`: 30 "
+        "days, 2 592 000 000 ms)."
     ),
     "C-POST-06": (
         "A backend without that atomic capability uses the default: `mark_outbox_published` then "
@@ -129,6 +133,9 @@ RULES: Mapping[str, str] = {
         "the state after a refused call equals the state before it. *Ratchet decision:* every "
         "integer of the contract — reply id, sequence numbers and anchors, `accepted_at_ms`, `as_of_ms`, "
         "`retention_ms`, the expiry `accepted_at_ms + retention_ms`, membership version — is a signed "
-        "64-bit value: 2**63-1 is legal, 2**63 is `INVALID_ARGUMENT` (`model.commit.MAX_INT64`)."
+        "64-bit value: 2**63-1 is legal, 2**63 is `INVALID_ARGUMENT` (`model.commit.MAX_INT64`). A "
+        "committer or recovery sweeper configured out of range (`retention_ms` or `max_attempts` below "
+        "1; `min_age_ms` below 0, `batch` outside 1..1000, `max_batches` below 1) refuses at "
+        "construction with `ValueError`; the edges themselves are legal."
     ),
 }

@@ -36,6 +36,7 @@ def _every_target() -> set[str]:
             inspector="True",
             legacy_import="True",
             outbox_lists_entries="True",
+            committer_defaults="True",
         )
         targets |= set(store_targets(stats)) | set(commit_targets(stats))
     return targets
