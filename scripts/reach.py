@@ -16,7 +16,8 @@ before the stop are the ci run's own, and whether the ci run reaches a target is
 Each report gives the example that first reached each target (``first_reached_in_example``); a
 target the run missed ran through every example. The same seed with and without the stop gives
 the same first-reaching examples (docs/ci-gate.md, checked on memory/store, memory/commit and
-sqlite/saga).
+sqlite/saga). One process runs every measured suite of a backend for a seed, one after the other,
+each as its own ci run would (the reports are split per pair).
 
 A target's reach is the share of runs in which it was reached (it is a gap in the others). With
 ``n`` runs and none missed, the one-sided 95% bound on the miss rate is about ``3/n`` (the rule of
@@ -67,9 +68,13 @@ def _conformance() -> str:
     return str(here) if here.exists() else "conformance"
 
 
-def _one(pair: str, seed: int, nice: int, stop: bool) -> tuple[str, int, int]:
-    backend, suite = pair.split("/")
-    out = _dir(pair)
+def _one(backend: str, suites: list[str], seed: int, nice: int, stop: bool) -> tuple[str, int, int]:
+    """One seed's run of every suite of one backend in one process (each pair is judged alone,
+    with the run's seed, as in a ci run of it; one start-up instead of one per suite). Its
+    report is split into one file per pair."""
+    scratch = ROOT / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    part = scratch / f"{backend}-{seed}.json"
     command = [
         "nice",
         "-n",
@@ -79,7 +84,7 @@ def _one(pair: str, seed: int, nice: int, stop: bool) -> tuple[str, int, int]:
         "--backend",
         backend,
         "--suite",
-        suite,
+        ",".join(suites),
         "--profile",
         "ci",
         "--seed",
@@ -87,33 +92,44 @@ def _one(pair: str, seed: int, nice: int, stop: bool) -> tuple[str, int, int]:
         "--no-database",
         "--quiet",
         "--failures",
-        str(out / "failures"),
+        str(ROOT / "failures"),
         "--report",
-        str(out / f"{seed}.json.part"),
+        str(part),
     ]
     # One process, as a ci run: ``--workers`` runs other seeds' examples (docs/ci-gate.md).
     if stop:
         command.append("--stop-when-covered")
     code = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
-    part = out / f"{seed}.json.part"
     if part.exists():
-        part.rename(out / f"{seed}.json")
-    return pair, seed, code
+        report = json.loads(part.read_text())
+        for result in report["results"]:
+            if result["verdict"] in ("interrupted", "not-run"):
+                continue
+            out = _dir(f"{result['backend']}/{result['suite']}") / f"{seed}.json"
+            out.write_text(json.dumps({**report, "results": [result]}, indent=1))
+        part.unlink()
+    return backend, seed, code
 
 
 def _run(args: argparse.Namespace) -> int:
-    todo: list[tuple[str, int]] = []
-    draw = random.SystemRandom()
+    need: dict[str, list[tuple[str, int]]] = {}
     for pair in args.pairs:
         _dir(pair).mkdir(parents=True, exist_ok=True)
-        have = len(list(_dir(pair).glob("*.json")))
-        todo += [(pair, draw.randrange(2**32)) for _ in range(max(0, args.seeds - have))]
-    draw.shuffle(todo)  # the pairs interleaved, so a partial measurement covers all of them
+        backend, suite = pair.split("/")
+        need.setdefault(backend, []).append(
+            (suite, max(0, args.seeds - len(list(_dir(pair).glob("*.json")))))
+        )
+    draw = random.SystemRandom()
+    todo: list[tuple[str, list[str], int]] = []
+    for backend, suites in need.items():
+        for i in range(max(n for _, n in suites)):
+            todo.append((backend, [s for s, n in suites if n > i], draw.randrange(2**32)))
+    draw.shuffle(todo)  # the backends interleaved, so a partial measurement covers all of them
     with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
-        futures = [pool.submit(_one, pair, seed, args.nice, not args.full) for pair, seed in todo]
+        futures = [pool.submit(_one, b, suites, seed, args.nice, not args.full) for b, suites, seed in todo]
         for future in concurrent.futures.as_completed(futures):
-            pair, seed, code = future.result()
-            print(f"{pair} seed {seed}: exit {code}", flush=True)
+            backend, seed, code = future.result()
+            print(f"{backend} seed {seed}: exit {code}", flush=True)
     return 0
 
 
