@@ -100,15 +100,22 @@ def _one(backend: str, suites: list[str], seed: int, nice: int, stop: bool) -> t
     if stop:
         command.append("--stop-when-covered")
     code = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
-    if part.exists():
-        report = json.loads(part.read_text())
-        for result in report["results"]:
-            if result["verdict"] in ("interrupted", "not-run"):
-                continue
-            out = _dir(f"{result['backend']}/{result['suite']}") / f"{seed}.json"
-            out.write_text(json.dumps({**report, "results": [result]}, indent=1))
-        part.unlink()
+    _split(part)
     return backend, seed, code
+
+
+def _split(part: Path) -> None:
+    """One file per pair (``<seed>.json``) from a run's report; what did not finish is left out."""
+    if not part.exists():
+        return
+    report = json.loads(part.read_text())
+    for result in report["results"]:
+        if result["verdict"] in ("interrupted", "not-run"):
+            continue
+        out = _dir(f"{result['backend']}/{result['suite']}")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{result['seed']}.json").write_text(json.dumps({**report, "results": [result]}, indent=1))
+    part.unlink()
 
 
 def _run(args: argparse.Namespace) -> int:
@@ -260,6 +267,8 @@ def main() -> int:
             sub.add_argument("--full", action="store_true", help="every example, not up to full coverage")
     args = parser.parse_args()
     os.makedirs(ROOT, exist_ok=True)
+    for part in sorted((ROOT / "scratch").glob("*.json")):  # runs a stopped measurement left
+        _split(part)
     return _run(args) if args.command == "run" else _table(args)
 
 
