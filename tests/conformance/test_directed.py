@@ -67,6 +67,8 @@ WIRE_OPENING = (
     "fault:response-lost",
     "fault:failed-before",
     "rule:C-PRE-05",
+    "rule:C-PRE-02",  # repeat_walk: a pending key's repeat (conformance/commit/_store_machine.py)
+    "rule:C-PRE-09",  # and a committed key's
 )
 
 
