@@ -248,7 +248,8 @@ def _table(args: argparse.Namespace) -> int:
             predicted = f"{m.predicted_miss(weakest):.1e}"
         gap = m.any_gap()
         union = "-" if gap is None else f"{min(gap, 1.0):.1e}"
-        runs = f"{m.runs} ({m.stopped})"
+        errors = sum(n for v, n in m.verdicts.items() if v not in ("pass", "coverage-gap"))
+        runs = f"{m.runs} ({m.stopped}" + (f"; {errors} not judged: error or violation)" if errors else ")")
         cells = (pair, runs, m.planned, len(m.targets), missed, latest, weak, predicted, union)
         print("| " + " | ".join(map(str, cells)) + " |")
     return 0
