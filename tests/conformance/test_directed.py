@@ -110,3 +110,4 @@ def test_the_stream_walk_dead_letters_a_command_and_rolls_one_back_each_time_it_
     assert walked >= 1
     assert result.stats.reached_in["dead-letter:DeadLettered"] >= walked
     assert result.stats.reached_in["fault:commit-rolled-back"] >= walked
+    assert result.stats.reached_in["busy-claim-took-nothing"] >= walked
