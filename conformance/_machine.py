@@ -69,6 +69,10 @@ class SuiteStats:
     #: Per target, how many examples reached it: ``scripts/reach.py`` turns the share of examples
     #: into the chance that a whole run misses it.
     reached_in: Counter[str] = attrs.field(factory=Counter)
+    #: Per target, the number of the example (1-based) that reached it first: with a fixed seed
+    #: and no database the examples come in a fixed order, so a run of ``N`` examples reaches a
+    #: target exactly when this is at most ``N`` (``scripts/reach.py``, docs/ci-gate.md).
+    first_reached: dict[str, int] = attrs.field(factory=dict)
     backend_seconds: float = 0.0  # time spent awaiting the system under test
     latency: CallLatencies = attrs.field(factory=CallLatencies)  # backend call latency per method
     details: dict[str, str] = attrs.field(factory=dict)  # facts learnt while running (capabilities)
@@ -144,6 +148,10 @@ class RunContext:
     #: start and step (it raises ``StoppedByPeer`` once another worker claimed a violation);
     #: ``on_failure`` runs when this worker records a violation (it claims it).
     peer_check: Callable[[], None] | None = None
+    #: ``--stop-when-covered`` (``scripts/reach.py`` alone): true once every demanded target is
+    #: reached; no example starts after that (``stopped_covered``), as if the budget were spent.
+    covered: Callable[[], bool] | None = None
+    stopped_covered: bool = False
     on_failure: Callable[[], None] | None = None
     _namespaces: int = 0
     _probed: float = attrs.field(factory=time.monotonic)
@@ -159,6 +167,7 @@ class RunContext:
             self.example_reached.add(target)
             self.stats.reached.add(target)
             self.stats.reached_in[target] += 1
+            self.stats.first_reached.setdefault(target, self.stats.examples)
 
     def check_budget(self) -> None:
         """Raise ``BudgetSpent`` once the deadline passed: at once when nothing failed yet, else
@@ -173,6 +182,15 @@ class RunContext:
             # The shrink budget ends a verdict already found, not the run's time budget.
             self.budget_spent = self.budget_spent or not (shrinking and self.shrink_budget_s is not None)
             self.shrink_stopped = shrinking
+            raise BudgetSpent()
+
+    def check_covered(self) -> None:
+        """At an example's start: raise ``BudgetSpent`` once every demanded target was reached
+        (``covered``), unless a failure is being shrunk; the examples before are the run's own."""
+        if self.covered is None or self.last_failure is not None or self.step_error is not None:
+            return
+        if self.stats.examples and self.covered():
+            self.stopped_covered = True
             raise BudgetSpent()
 
     def start_shrink_clock(self) -> None:
@@ -217,6 +235,7 @@ class ConformanceMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         _signals.check()  # a signal stops the run before a new example opens anything
         self.context.check_budget()
+        self.context.check_covered()
         self.context.check_service()
         self.opened = start_recording()  # what this example's factories open (conformance._cleanup)
         super().__init__()

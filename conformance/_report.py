@@ -71,6 +71,7 @@ class SuiteResult:
     namespaces_kept: tuple[str, ...] = ()  # the counterexample's, left on the backend to inspect
     workers: int = 1  # processes that shared the examples (``conformance._workers``)
     gated: bool = True  # whether a coverage gap fails the suite (``--no-coverage-gate``: False)
+    stopped_covered: bool = False  # ``--stop-when-covered`` ended generation (every target reached)
 
     @property
     def steps_per_second(self) -> float:
@@ -265,6 +266,7 @@ class Report:
                     "examples_target": r.target_examples,
                     "workers": r.workers,
                     "budget_spent": r.budget_spent,
+                    "stopped_when_covered": r.stopped_covered,
                     "steps": r.stats.steps,
                     "steps_per_second": round(r.steps_per_second, 1),
                     "backend_seconds": round(r.stats.backend_seconds, 3),
@@ -276,6 +278,7 @@ class Report:
                         "demanded": list(r.demanded),
                         "reached": reached,
                         "examples_reaching": dict(sorted(r.stats.reached_in.items())),
+                        "first_reached_in_example": dict(sorted(r.stats.first_reached.items())),
                         "gaps": [{"target": g.target, "description": g.description} for g in r.coverage_gaps],
                     },
                     "details": dict(r.stats.details),

@@ -59,6 +59,9 @@ class RunOptions:
     #: Further example databases read (never written) beside ``database_dir``: a worker writes its
     #: own shard and still retries what the others and single-process runs saved.
     database_read_also: tuple[Path, ...] = ()
+    #: Stop generating once every demanded target is reached (``--stop-when-covered``; for
+    #: ``scripts/reach.py``: whether a target is reached is decided by the examples before).
+    stop_when_covered: bool = False
 
 
 def shrink_grace_s(share_s: float) -> float:
@@ -234,6 +237,8 @@ def run_suite(
         context.deadline = time.monotonic() + options.time_budget_s
         context.hard_deadline = context.deadline + shrink_grace_s(options.time_budget_s)
     context.shrink_budget_s = options.shrink_budget_s
+    if options.stop_when_covered:
+        context.covered = lambda: context.stats.reached.issuperset(demanded_targets(suite, context.stats)[0])
     if context_hook is not None:
         context_hook(context)
     machine = hypothesis.seed(seed)(context.machine_class(suite.machine()))
@@ -273,6 +278,7 @@ def run_suite(
             namespaces_dropped=context.cleanup.dropped,
             namespaces_kept=context.cleanup.kept,
             gated=options.coverage_gate,
+            stopped_covered=context.stopped_covered,
             **kwargs,
         )
 
@@ -386,10 +392,7 @@ def run_suite(
     if _signals.pending() is not None:
         return interrupted()
 
-    targets = dict(suite.coverage_targets(context.stats))
-    # fault:<kind> for every kind of the suite the backend can suffer; the others are said, not demanded
-    kind_targets, not_applicable = fault_targets(suite.fault_kinds, context.stats.details)
-    targets.update(kind_targets)
+    targets, not_applicable = demanded_targets(suite, context.stats)
     if not_applicable:
         by_reason: dict[str, list[str]] = {}
         for name, why in sorted(not_applicable.items()):
@@ -404,6 +407,15 @@ def run_suite(
     )
     verdict = Verdict.COVERAGE if gaps and options.coverage_gate else Verdict.PASS
     return result(verdict, coverage_gaps=gaps, coverage_targets=len(targets), demanded=tuple(sorted(targets)))
+
+
+def demanded_targets(suite: Suite, stats: SuiteStats) -> tuple[dict[str, str], dict[str, str]]:
+    """The coverage gate's targets (name -> what a gap means) and the fault kinds that do not
+    apply on this backend (name -> why): fault:<kind> for every kind the backend can suffer."""
+    targets = dict(suite.coverage_targets(stats))
+    kind_targets, not_applicable = fault_targets(suite.fault_kinds, stats.details)
+    targets.update(kind_targets)
+    return targets, not_applicable
 
 
 def _shrinks(profile: str) -> bool:

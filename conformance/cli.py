@@ -162,6 +162,7 @@ def _configure_run(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="stop generating when spent (90s, 10m, 1h; shared by the suites), shrink what was found, report",
     )
+    parser.add_argument("--stop-when-covered", action="store_true", help=argparse.SUPPRESS)  # reach.py
     parser.add_argument(
         "--faults", type=_csv, default=None, help="only these fault kinds/points; -name drops one"
     )
@@ -260,6 +261,7 @@ def _run(args: argparse.Namespace) -> int:
         coverage_gate=not args.no_coverage_gate,
         time_budget_s=args.time_budget,
         shrink_budget_s=args.shrink_budget,
+        stop_when_covered=args.stop_when_covered,
     )
     journal = Journal.of([(b.name, s.name) for b, s in pairs])
     guard = _GUARD

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Measure how often each coverage target is reached by one ``ci`` run, over many random seeds.
 
-    scripts/reach.py run   [--pairs memory/store,...] [--seeds 50] [--parallel 2] [--workers 1]
+    scripts/reach.py run   [--pairs memory/store,...] [--seeds 50] [--parallel 2] [--full]
     scripts/reach.py table [--pairs ...]              # the markdown table of docs/ci-gate.md
 
 Each seed is one real ``conformance run --profile ci --seed S --report ...`` (a process of its own,
@@ -9,9 +9,23 @@ without the example database, so every run stands alone, as a fresh CI job does)
 to ``.ratchet/reach/<backend>-<suite>/<seed>.json``; ``run`` adds seeds until each pair has
 ``--seeds`` of them (so an interrupted measurement resumes), ``table`` reads them all.
 
+With ``--stop-when-covered`` (the default; ``--full`` runs every example) a run stops as soon as
+every demanded target was reached: with a fixed seed and no database, Hypothesis's examples come
+in a fixed order (the settings, ``max_examples`` included, are the ci run's), so the examples
+before the stop are the ci run's own, and whether the ci run reaches a target is decided by them.
+Each report gives the example that first reached each target (``first_reached_in_example``); a
+target the run missed ran through every example. The same seed with and without the stop gives
+the same first-reaching examples (docs/ci-gate.md, checked on memory/store, memory/commit and
+sqlite/saga). One process runs every measured suite of a backend for a seed, one after the other,
+each as its own ci run would (the reports are split per pair).
+
 A target's reach is the share of runs in which it was reached (it is a gap in the others). With
 ``n`` runs and none missed, the one-sided 95% bound on the miss rate is about ``3/n`` (the rule of
-three); the table says how many runs stand behind each figure.
+three); the table says how many runs stand behind each figure. The prediction beside it treats the
+examples up to a target's first hit as independent tries: per-example rate ``hits / tries`` over
+the runs (a run that reached it at example ``k`` tried ``k`` times, a run that missed it every
+example), and a run of ``N`` examples misses it with ``(1 - rate) ^ N``. Hypothesis's first
+examples are its smallest, so first hits come late and this errs on the side of a miss.
 """
 
 from __future__ import annotations
@@ -54,9 +68,13 @@ def _conformance() -> str:
     return str(here) if here.exists() else "conformance"
 
 
-def _one(pair: str, seed: int, workers: int, nice: int) -> tuple[str, int, int]:
-    backend, suite = pair.split("/")
-    out = _dir(pair)
+def _one(backend: str, suites: list[str], seed: int, nice: int, stop: bool) -> tuple[str, int, int]:
+    """One seed's run of every suite of one backend in one process (each pair is judged alone,
+    with the run's seed, as in a ci run of it; one start-up instead of one per suite). Its
+    report is split into one file per pair."""
+    scratch = ROOT / "scratch"
+    scratch.mkdir(parents=True, exist_ok=True)
+    part = scratch / f"{backend}-{seed}.json"
     command = [
         "nice",
         "-n",
@@ -66,7 +84,7 @@ def _one(pair: str, seed: int, workers: int, nice: int) -> tuple[str, int, int]:
         "--backend",
         backend,
         "--suite",
-        suite,
+        ",".join(suites),
         "--profile",
         "ci",
         "--seed",
@@ -74,32 +92,51 @@ def _one(pair: str, seed: int, workers: int, nice: int) -> tuple[str, int, int]:
         "--no-database",
         "--quiet",
         "--failures",
-        str(out / "failures"),
+        str(ROOT / "failures"),
         "--report",
-        str(out / f"{seed}.json.part"),
+        str(part),
     ]
-    if workers != 1:
-        command += ["--workers", str(workers)]
+    # One process, as a ci run: ``--workers`` runs other seeds' examples (docs/ci-gate.md).
+    if stop:
+        command.append("--stop-when-covered")
     code = subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL).returncode
-    part = out / f"{seed}.json.part"
-    if part.exists():
-        part.rename(out / f"{seed}.json")
-    return pair, seed, code
+    _split(part)
+    return backend, seed, code
+
+
+def _split(part: Path) -> None:
+    """One file per pair (``<seed>.json``) from a run's report; what did not finish is left out."""
+    if not part.exists():
+        return
+    report = json.loads(part.read_text())
+    for result in report["results"]:
+        if result["verdict"] in ("interrupted", "not-run"):
+            continue
+        out = _dir(f"{result['backend']}/{result['suite']}")
+        out.mkdir(parents=True, exist_ok=True)
+        (out / f"{result['seed']}.json").write_text(json.dumps({**report, "results": [result]}, indent=1))
+    part.unlink()
 
 
 def _run(args: argparse.Namespace) -> int:
-    todo: list[tuple[str, int]] = []
-    draw = random.SystemRandom()
+    need: dict[str, list[tuple[str, int]]] = {}
     for pair in args.pairs:
         _dir(pair).mkdir(parents=True, exist_ok=True)
-        have = len(list(_dir(pair).glob("*.json")))
-        todo += [(pair, draw.randrange(2**32)) for _ in range(max(0, args.seeds - have))]
-    draw.shuffle(todo)  # the pairs interleaved, so a partial measurement covers all of them
+        backend, suite = pair.split("/")
+        need.setdefault(backend, []).append(
+            (suite, max(0, args.seeds - len(list(_dir(pair).glob("*.json")))))
+        )
+    draw = random.SystemRandom()
+    todo: list[tuple[str, list[str], int]] = []
+    for backend, suites in need.items():
+        for i in range(max(n for _, n in suites)):
+            todo.append((backend, [s for s, n in suites if n > i], draw.randrange(2**32)))
+    draw.shuffle(todo)  # the backends interleaved, so a partial measurement covers all of them
     with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
-        futures = [pool.submit(_one, pair, seed, args.workers, args.nice) for pair, seed in todo]
+        futures = [pool.submit(_one, b, suites, seed, args.nice, not args.full) for b, suites, seed in todo]
         for future in concurrent.futures.as_completed(futures):
-            pair, seed, code = future.result()
-            print(f"{pair} seed {seed}: exit {code}", flush=True)
+            backend, seed, code = future.result()
+            print(f"{backend} seed {seed}: exit {code}", flush=True)
     return 0
 
 
@@ -109,29 +146,35 @@ class Measured:
     targets: set[str] = dataclasses.field(default_factory=set)
     missed: Counter[str] = dataclasses.field(default_factory=Counter)
     verdicts: Counter[str] = dataclasses.field(default_factory=Counter)
-    examples: int = 0  # over the runs that counted examples per target
-    counted_runs: int = 0
-    reaching: Counter[str] = dataclasses.field(default_factory=Counter)
-    lowest: dict[str, float] = dataclasses.field(default_factory=dict)  # per target, its worst run's share
+    stopped: int = 0  # runs that stopped once every target was reached
+    planned: int = 0  # the ci run's examples (max_examples), the largest any run asked for
+    #: Over the runs that give first hits (pass or coverage gap): per target, the runs that
+    #: reached it, the examples tried up to its first hit (all of a run's for a miss), and the
+    #: latest first hit.
+    judged: int = 0
+    hits: Counter[str] = dataclasses.field(default_factory=Counter)
+    tries: Counter[str] = dataclasses.field(default_factory=Counter)
+    latest: dict[str, int] = dataclasses.field(default_factory=dict)
 
-    def weakest(self) -> tuple[str, float, float, float] | None:
-        """(target, share of examples reaching it, predicted chance a run misses it, the same
-        from its worst run's share: examples are not quite independent draws)."""
-        if not self.counted_runs or not self.examples or not self.targets:
+    def rate(self, target: str) -> float:
+        """Per-example chance of a first hit, from the first hits (geometric: hits / tries)."""
+        return self.hits[target] / max(1, self.tries[target])
+
+    def predicted_miss(self, target: str) -> float:
+        return float((1 - self.rate(target)) ** self.planned)
+
+    def weakest(self) -> str | None:
+        """The target with the highest predicted chance of a miss per run."""
+        if not self.judged or not self.targets:
             return None
-        per_run = self.examples / self.counted_runs
-        shares = {t: self.reaching[t] / self.examples for t in self.targets}
-        target = min(shares, key=lambda t: shares[t])
-        worst = min(self.lowest.get(t, 0.0) for t in self.targets)
-        return target, shares[target], (1 - shares[target]) ** per_run, (1 - worst) ** per_run
+        return max(sorted(self.targets), key=self.predicted_miss)
 
     def any_gap(self) -> float | None:
-        """The predicted chance that a run misses some target: the sum over the targets of
-        ``(1 - share) ^ examples`` (a union bound, from the shares over all runs)."""
-        if not self.counted_runs or not self.examples:
+        """The predicted chance that a run misses some target: the sum over the targets (a union
+        bound)."""
+        if not self.judged:
             return None
-        per_run = self.examples / self.counted_runs
-        return sum((1 - self.reaching[t] / self.examples) ** per_run for t in self.targets)
+        return sum(self.predicted_miss(t) for t in self.targets)
 
 
 def measure(pair: str) -> Measured:
@@ -143,20 +186,26 @@ def measure(pair: str) -> Measured:
         for result in report["results"]:
             m.runs += 1
             m.verdicts[result["verdict"]] += 1
+            m.stopped += bool(result.get("stopped_when_covered"))
+            m.planned = max(m.planned, result.get("examples_target") or 0)
             coverage = result["coverage"]
             gaps = {g["target"] for g in coverage["gaps"]}
             m.missed.update(gaps)
             # The demanded targets: the gaps and, of what was reached, what a run demands
             # (every demanded target is in some run's reached set or gaps).
-            m.targets |= gaps | set(coverage.get("demanded") or set(coverage["reached"]) & demanded)
-            counts = coverage.get("examples_reaching")
-            if counts is not None and result["verdict"] in ("pass", "coverage-gap"):
-                m.counted_runs += 1
-                m.examples += result["examples"]
-                m.reaching.update(counts)
-                for target in set(coverage.get("demanded") or ()) | set(counts):
-                    share = counts.get(target, 0) / max(1, result["examples"])
-                    m.lowest[target] = min(m.lowest.get(target, 1.0), share)
+            wanted = gaps | set(coverage.get("demanded") or set(coverage["reached"]) & demanded)
+            m.targets |= wanted
+            first = coverage.get("first_reached_in_example")
+            if first is None or result["verdict"] not in ("pass", "coverage-gap"):
+                continue
+            m.judged += 1
+            for target in wanted:
+                if target in first:
+                    m.hits[target] += 1
+                    m.tries[target] += first[target]
+                    m.latest[target] = max(m.latest.get(target, 0), first[target])
+                else:
+                    m.tries[target] += result["examples"]
     return m
 
 
@@ -177,24 +226,31 @@ def _demanded(pair: str) -> set[str]:
 
 def _table(args: argparse.Namespace) -> int:
     print(
-        "| backend / suite | runs | targets | runs that missed a target | weakest target per example"
-        " | its predicted miss per run | the same from its worst run | predicted runs with a gap |"
+        "| backend / suite | runs (stopped when covered) | examples per ci run | targets"
+        " | runs that missed a target | latest first hit over the runs | weakest target by first hits"
+        " | its predicted miss per run | predicted runs with a gap |"
     )
-    print("|---|---:|---:|---|---|---:|---:|---:|")
+    print("|---|---:|---:|---:|---|---|---|---:|---:|")
     for pair in args.pairs:
         m = measure(pair)
         if m.runs == 0:
             continue
         missed = ", ".join(f"{t} {n}/{m.runs}" for t, n in m.missed.most_common()) or "none"
+        latest = "-"
+        if m.latest:
+            target = max(sorted(m.latest), key=lambda t: m.latest[t])
+            latest = f"{target}: example {m.latest[target]}"
         weakest = m.weakest()
         if weakest is None:
-            weak, predicted, worst = "-", "-", "-"
+            weak, predicted = "-", "-"
         else:
-            weak = f"{weakest[0]} ({weakest[1]:.3f} of examples)"
-            predicted, worst = f"{weakest[2]:.1e}", f"{weakest[3]:.1e}"
+            weak = f"{weakest} (1 in {1 / max(m.rate(weakest), 1e-9):.1f} examples)"
+            predicted = f"{m.predicted_miss(weakest):.1e}"
         gap = m.any_gap()
         union = "-" if gap is None else f"{min(gap, 1.0):.1e}"
-        cells = (pair, m.runs, len(m.targets), missed, weak, predicted, worst, union)
+        errors = sum(n for v, n in m.verdicts.items() if v not in ("pass", "coverage-gap"))
+        runs = f"{m.runs} ({m.stopped}" + (f"; {errors} not judged: error or violation)" if errors else ")")
+        cells = (pair, runs, m.planned, len(m.targets), missed, latest, weak, predicted, union)
         print("| " + " | ".join(map(str, cells)) + " |")
     return 0
 
@@ -208,10 +264,12 @@ def main() -> int:
         if name == "run":
             sub.add_argument("--seeds", type=int, default=50)
             sub.add_argument("--parallel", type=int, default=2)
-            sub.add_argument("--workers", type=int, default=1)
             sub.add_argument("--nice", type=int, default=15)
+            sub.add_argument("--full", action="store_true", help="every example, not up to full coverage")
     args = parser.parse_args()
     os.makedirs(ROOT, exist_ok=True)
+    for part in sorted((ROOT / "scratch").glob("*.json")):  # runs a stopped measurement left
+        _split(part)
     return _run(args) if args.command == "run" else _table(args)
 
 

@@ -98,7 +98,7 @@ def _capabilities(stats: SuiteStats) -> StoreCapabilities:
 
 
 #: Recorded steps of the base machines run only by the opening on a wire (``directed_on_wire``).
-ON_WIRE_ONLY = ("legacy_walk", "stalled_send")
+ON_WIRE_ONLY = ("legacy_walk", "repeat_walk", "stalled_send")
 
 
 def _common_targets(

@@ -68,6 +68,7 @@ RACE_KINDS = ("one-fire", "takeover")
 
 
 class HostFaultRules(SagaMachine):
+    opening_uploads = True  # its opening does, drawn, with the relay crash after (below)
     kills = 0
     races = 0
 

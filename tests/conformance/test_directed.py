@@ -67,6 +67,8 @@ WIRE_OPENING = (
     "fault:response-lost",
     "fault:failed-before",
     "rule:C-PRE-05",
+    "rule:C-PRE-02",  # repeat_walk: a pending key's repeat (conformance/commit/_store_machine.py)
+    "rule:C-PRE-09",  # and a committed key's
 )
 
 
@@ -91,3 +93,21 @@ def test_the_wire_opening_reaches_every_wire_and_seam_fault_in_every_example() -
         WIRE_OPENING, opened
     )
     assert result.stats.reached_in["legacy-sequences-continued"] == opened
+
+
+def test_the_stream_walk_dead_letters_a_command_and_rolls_one_back_each_time_it_runs() -> None:
+    """``stream_walk`` fails a command the participant has not handled until its budget
+    dead-letters it, and rolls back another's COMMIT (conformance/transport/_directed.py): the
+    first genuine entry it held was often a duplicate, absorbed, and no dead letter followed."""
+    from conformance._runner import RunOptions, run_suite
+    from conformance._suites import FAMILIES, load_suites
+
+    suite = load_suites()["transport"]
+    options = RunOptions(examples=12, seed=11, database_dir=None, failure_dir=None, coverage_gate=False)
+    result = run_suite(suite, FAMILIES["transport"].backends()["fakeredis"], options)
+    assert result.verdict.value == "pass", result.error
+    walked = result.stats.reached_in["step:stream_walk"]
+    assert walked >= 1
+    assert result.stats.reached_in["dead-letter:DeadLettered"] >= walked
+    assert result.stats.reached_in["fault:commit-rolled-back"] >= walked
+    assert result.stats.reached_in["busy-claim-took-nothing"] >= walked
