@@ -245,7 +245,7 @@ class RatchetRuntime:
     # -- read-backs: the backends' rows, raw
 
     def observe(self) -> Observation:
-        instances, journal, commands, timers, controls = read_only(
+        instances, journal, commands, timers, controls, receipts = read_only(
             self.orch_backend,
             lambda tx: (
                 tx.list_instances(),
@@ -253,8 +253,21 @@ class RatchetRuntime:
                 tx.list_commands(),
                 tx.list_timers(),
                 {r.saga_id: tx.load_control(r.saga_id) or m.ACTIVE_CONTROL for r in tx.list_instances()},
+                {r.saga_id: tx.load_receipt(r.saga_id) for r in tx.list_instances()},
             ),
         )
+        for instance in instances:
+            # The start receipt is the start's unique key, written with the instance (S-START-03);
+            # a replay is judged against it (S-START-02): it must name the instance's saga, its
+            # definition and its start digest.
+            receipt = receipts[instance.saga_id]
+            held = None if receipt is None else (receipt.saga_id, receipt.definition, receipt.start_digest)
+            if held != (instance.saga_id, instance.definition, instance.start_digest):
+                raise Violation(
+                    "S-START-03",
+                    f"saga {instance.saga_id}'s start receipt reads back as {held}",
+                    {"saga_id": instance.saga_id},
+                )
         for row in commands:
             # The row's definition columns are what retirement is checked against (S-CAT-07): they
             # must name the definition of the envelope the row holds.
