@@ -344,7 +344,7 @@ def _write_config(package: str, spec: dict[str, Any], tree: Path, cfg: Path, ser
     cfg.write_text(
         "[cosmic-ray]\n"
         f"module-path = {json.dumps(modules_of(spec, tree))}\n"
-        f"timeout = {float(spec['timeout'])}\n"
+        f"timeout = {float(spec.get('server-timeout', spec['timeout']) if servers else spec['timeout'])}\n"
         "excluded-modules = []\n"
         f"test-command = {json.dumps(_test_command(package, servers))}\n"
         '[cosmic-ray.distributor]\nname = "local"\n'
