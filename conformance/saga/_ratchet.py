@@ -74,9 +74,16 @@ class RatchetRuntime:
     metrics_class: type[RuntimeMetrics] = RuntimeMetrics
 
     def __init__(
-        self, factory: Callable[..., Any], namespace: str, fates: FateHook, stats: SuiteStats
+        self,
+        factory: Callable[..., Any],
+        namespace: str,
+        fates: FateHook,
+        stats: SuiteStats,
+        refusals: bool = True,
     ) -> None:
         self._fates = fates
+        #: False (a backend whose state lives in its object): no ROLLED_BACK is the database's.
+        self._refusals = refusals
         self._factory = factory
         self._namespace = namespace
         self._stats = stats
@@ -95,7 +102,7 @@ class RatchetRuntime:
         suffix = "o" if role == "orchestrator" else role
         backend = open_backend(self._factory, f"{self._namespace}{suffix}")
         self._raw[role] = backend
-        return cast(SagaBackend, TimedBackend(backend, self._stats, self.transactions))
+        return cast(SagaBackend, TimedBackend(backend, self._stats, self.transactions, self._refusals))
 
     def reopen(self, role: str) -> None:
         """Close ``role``'s backend object, open a new one on its namespace and build the runtime
