@@ -252,17 +252,18 @@ class RatchetRuntime:
     # -- read-backs: the backends' rows, raw
 
     def observe(self) -> Observation:
-        instances, journal, commands, timers, controls, receipts = read_only(
-            self.orch_backend,
-            lambda tx: (
-                tx.list_instances(),
+        def rows(tx: SagaTransaction) -> tuple[Any, ...]:
+            listed = tx.list_instances()
+            return (
+                listed,
                 tx.journal(),
                 tx.list_commands(),
                 tx.list_timers(),
-                {r.saga_id: tx.load_control(r.saga_id) or m.ACTIVE_CONTROL for r in tx.list_instances()},
-                {r.saga_id: tx.load_receipt(r.saga_id) for r in tx.list_instances()},
-            ),
-        )
+                {r.saga_id: tx.load_control(r.saga_id) or m.ACTIVE_CONTROL for r in listed},
+                {r.saga_id: tx.load_receipt(r.saga_id) for r in listed},
+            )
+
+        instances, journal, commands, timers, controls, receipts = read_only(self.orch_backend, rows)
         for instance in instances:
             # The start receipt is the start's unique key, written with the instance (S-START-03);
             # a replay is judged against it (S-START-02): it must name the instance's saga, its
