@@ -35,6 +35,7 @@ from impls.saga import (
     Management,
     Orchestrator,
     Participant,
+    ReceiptRow,
     RuntimeMetrics,
     SagaBackend,
     SagaBackendError,
@@ -50,6 +51,14 @@ from impls.saga import (
     with_facts,
 )
 from model import saga as m
+
+
+def _receipt(tx: SagaTransaction, saga_id: str) -> ReceiptRow | str | None:
+    """The saga's start receipt as the backend reads it back; what it raised, when it raised."""
+    try:
+        return tx.load_receipt(saga_id)
+    except SagaBackendError as exc:
+        return f"SagaBackendError({exc.kind.value})"
 
 
 def open_backend(factory: Callable[..., Any], namespace: str) -> SagaBackend:
@@ -260,7 +269,7 @@ class RatchetRuntime:
                 tx.list_commands(),
                 tx.list_timers(),
                 {r.saga_id: tx.load_control(r.saga_id) or m.ACTIVE_CONTROL for r in listed},
-                {r.saga_id: tx.load_receipt(r.saga_id) for r in listed},
+                {r.saga_id: _receipt(tx, r.saga_id) for r in listed},
             )
 
         instances, journal, commands, timers, controls, receipts = read_only(self.orch_backend, rows)
@@ -269,7 +278,11 @@ class RatchetRuntime:
             # a replay is judged against it (S-START-02): it must name the instance's saga, its
             # definition and its start digest.
             receipt = receipts[instance.saga_id]
-            held = None if receipt is None else (receipt.saga_id, receipt.definition, receipt.start_digest)
+            held = (
+                receipt
+                if not isinstance(receipt, ReceiptRow)
+                else (receipt.saga_id, receipt.definition, receipt.start_digest)
+            )
             if held != (instance.saga_id, instance.definition, instance.start_digest):
                 raise Violation(
                     "S-START-03",
