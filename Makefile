@@ -245,7 +245,7 @@ PACKAGES ?=
 BUDGET ?=
 mutation: venv
 	$(BIN)/python -m pip install --quiet -e '.[mutation]'
-	$(BIN)/python scripts/mutation.py run $(subst $(comma), ,$(PACKAGES)) $(if $(BUDGET),--budget $(BUDGET))
+	$(BIN)/python scripts/mutation.py run $(subst $(comma), ,$(PACKAGES)) $(if $(BUDGET),--budget $(BUDGET)) $(if $(SERVERS),--servers)
 	$(BIN)/python scripts/mutation.py report
 
 clean:

@@ -15,6 +15,11 @@ timer_ignores_fencing       S-TIMER-02   renew, release and complete act on what
                                          timer holds, whatever token the caller brings
 outbox_outside_transaction  S-ORCH-02    the command outbox row is written in its own implicit
                                          transaction and survives the unit's rollback
+receipt_keyed_by_tenant     S-START-03   a start receipt reads back naming the tenant as its saga
+                                         (a key column decoded from the wrong place); replays,
+                                         judged by the digest alone, still answer right
+release_answers_unapplied   S-CAT-11     deleting an instance row answers "nothing deleted", so
+                                         every release of a finished saga rolls back
 ==========================  ===========  =========================================================
 
 ``BROKEN_SAGA_BACKENDS`` maps each factory name to the rule ID the harness must report.
@@ -22,7 +27,9 @@ outbox_outside_transaction  S-ORCH-02    the command outbox row is written in it
 
 from __future__ import annotations
 
-from impls.saga import CommandOutboxRow, GateRow
+import attrs
+
+from impls.saga import CommandOutboxRow, GateRow, ReceiptRow
 from impls.saga.memory._backend import MemorySagaBackend, MemoryTransaction
 
 
@@ -69,6 +76,22 @@ class OutboxOutsideTransaction(MemoryTransaction):
         return True
 
 
+class ReceiptKeyedByTenant(MemoryTransaction):
+    """S-START-03: the receipt is found by its saga id but reads back naming the tenant."""
+
+    def load_receipt(self, saga_id: str) -> ReceiptRow | None:
+        row = super().load_receipt(saga_id)
+        return None if row is None else attrs.evolve(row, saga_id=row.definition.tenant)
+
+
+class ReleaseAnswersUnapplied(MemoryTransaction):
+    """S-CAT-11: the instance row is deleted, and the delete answers that it was not."""
+
+    def delete_instance(self, saga_id: str) -> bool:
+        super().delete_instance(saga_id)
+        return False
+
+
 class _BrokenBackend(MemorySagaBackend):
     transaction: type[MemoryTransaction] = MemoryTransaction
 
@@ -94,8 +117,18 @@ def outbox_outside_transaction(namespace: str) -> MemorySagaBackend:
     return _backend(namespace, OutboxOutsideTransaction)
 
 
+def receipt_keyed_by_tenant(namespace: str) -> MemorySagaBackend:
+    return _backend(namespace, ReceiptKeyedByTenant)
+
+
+def release_answers_unapplied(namespace: str) -> MemorySagaBackend:
+    return _backend(namespace, ReleaseAnswersUnapplied)
+
+
 BROKEN_SAGA_BACKENDS: dict[str, str] = {
     "gate_keyed_on_command_id": "S-PART-03",
     "timer_ignores_fencing": "S-TIMER-02",
     "outbox_outside_transaction": "S-ORCH-02",
+    "receipt_keyed_by_tenant": "S-START-03",
+    "release_answers_unapplied": "S-CAT-11",
 }

@@ -22,7 +22,8 @@ code reaches with the same seed (``coverage``: the suites' coverage gate, held t
 when the run cannot be carried out (``error``: an import or harness failure the mutant caused) or
 when it outlives the package's timeout (``timeout``). ``report`` prints the scores with a Wilson 95% interval.
 
-Usage: scripts/mutation.py run [PACKAGE ...] [--sample N] | collect PACKAGE ... | report | test PACKAGE
+Usage: scripts/mutation.py run [PACKAGE ...] [--sample N] [--retest [--only IDS] | --resume] [--servers]
+       | collect PACKAGE ... | report | test PACKAGE [--servers]
 """
 
 from __future__ import annotations
@@ -67,13 +68,15 @@ def modules_of(spec: dict[str, Any], tree: Path) -> list[str]:
 # --- the test command (run by cosmic-ray inside the copy) ---------------------------------------
 
 
-def test(package: str) -> int:
-    """Each ``backend:suites`` of the package in turn; the first that does not pass decides."""
+def test(package: str, servers: bool = False) -> int:
+    """Each ``backend:suites`` of the package in turn; the first that does not pass decides.
+    ``servers``: then the package's ``server-runs`` (real services), in the same way."""
     settings = config()
     spec = settings["packages"][package]
+    runs = [*spec["runs"], *(spec.get("server-runs", []) if servers else [])]
     started = time.monotonic()
     with tempfile.TemporaryDirectory(prefix="ratchet-mutation-") as scratch:
-        for number, run in enumerate(spec["runs"]):
+        for number, run in enumerate(runs):
             report = Path(scratch) / f"report-{number}.json"
             command = [
                 sys.executable,
@@ -261,22 +264,31 @@ def run_package(
     retest: bool = False,
     budget_s: float | None = None,
     only: frozenset[str] = frozenset(),
+    resume: bool = False,
+    servers: bool = False,
 ) -> None:
     """Mutate, sample and judge one package; ``retest``: judge again, with the harness as it is now,
     only the sampled mutants that survived the last run (its results move to docs/mutation/before/);
-    ``only``: just these survivors (mutant ids), the before/ results left as they are."""
+    ``only``: just these survivors (mutant ids), the before/ results left as they are; ``resume``:
+    judge the mutants a run cut short never reached, keeping every outcome it recorded;
+    ``servers``: the package's ``server-runs`` too (on the services of ``scripts/services env``)."""
     spec = settings["packages"][package]
     BUILD.mkdir(parents=True, exist_ok=True)
     tree = tree_of(package)
     copy_tree(tree)
     cfg = BUILD / f"{package}.toml"
     session = BUILD / f"{package}.sqlite"
-    if retest and not session.exists():  # a fresh clone: rebuild the session from the results
+    keep = retest or resume  # judge within the last run's session, not a fresh one
+    earlier_s = 0.0
+    if resume and (RESULTS / f"{package}.json").exists():
+        earlier_s = float(json.loads((RESULTS / f"{package}.json").read_text()).get("seconds", 0.0))
+    if keep and not session.exists():  # a fresh clone: rebuild the session from the results
         cosmic_ray(tree, "init", str(_write_config(package, spec, tree, cfg)), str(session))
         counts = sample(tree, session, int(spec["sample"]), int(settings["seed"]))
         session_from_results(package, session)
-        earlier_s = float(json.loads((RESULTS / f"{package}.json").read_text()).get("baseline_s", 0.0))
-        (BUILD / f"{package}.meta.json").write_text(json.dumps({"counts": counts, "baseline_s": earlier_s}))
+        earlier_baseline = float(json.loads((RESULTS / f"{package}.json").read_text()).get("baseline_s", 0.0))
+        meta = {"counts": counts, "baseline_s": earlier_baseline}
+        (BUILD / f"{package}.meta.json").write_text(json.dumps(meta))
         print(f"[mutation] {package}: session rebuilt from docs/mutation/{package}.json", flush=True)
     if retest:
         earlier = RESULTS / f"{package}.json"
@@ -285,11 +297,14 @@ def run_package(
             shutil.copy2(earlier, RESULTS / "before" / earlier.name)
         total, drawable = json.loads((BUILD / f"{package}.meta.json").read_text())["counts"]
         print(f"[mutation] {package}: {forget_survivors(session, only)} survivors to judge again", flush=True)
+    elif resume:
+        total, drawable = json.loads((BUILD / f"{package}.meta.json").read_text())["counts"]
+        print(f"[mutation] {package}: resumed, the mutants not yet judged to judge", flush=True)
     else:
         session.unlink(missing_ok=True)
-    test_command = _test_command(package)
-    _write_config(package, spec, tree, cfg)
-    if not retest:
+    test_command = _test_command(package, servers)
+    _write_config(package, spec, tree, cfg, servers)
+    if not keep:
         cosmic_ray(tree, "init", str(cfg), str(session))
         wanted = size if size is not None else int(spec["sample"])
         total, drawable = sample(tree, session, wanted, int(settings["seed"]))
@@ -312,7 +327,7 @@ def run_package(
         print(baseline.stdout[-4000:], baseline.stderr[-2000:], sep="\n", file=sys.stderr)
         raise SystemExit(f"[mutation] {package}: the suites fail on the unmutated code; no score")
     print(f"[mutation] {package}: baseline passes in {baseline_s:.1f}s", flush=True)
-    meta = {"counts": [total, drawable], "baseline_s": baseline_s, "started": time.time()}
+    meta = {"counts": [total, drawable], "baseline_s": baseline_s, "started": time.time() - earlier_s}
     (BUILD / f"{package}.meta.json").write_text(json.dumps(meta))
     if budget_s is not None:
         budget_s = max(1.0, budget_s - baseline_s)
@@ -321,17 +336,17 @@ def run_package(
     collect(package)
 
 
-def _test_command(package: str) -> str:
-    return f"{sys.executable} scripts/mutation.py test {package}"
+def _test_command(package: str, servers: bool = False) -> str:
+    return f"{sys.executable} scripts/mutation.py test {package}" + (" --servers" if servers else "")
 
 
-def _write_config(package: str, spec: dict[str, Any], tree: Path, cfg: Path) -> Path:
+def _write_config(package: str, spec: dict[str, Any], tree: Path, cfg: Path, servers: bool = False) -> Path:
     cfg.write_text(
         "[cosmic-ray]\n"
         f"module-path = {json.dumps(modules_of(spec, tree))}\n"
-        f"timeout = {float(spec['timeout'])}\n"
+        f"timeout = {float(spec.get('server-timeout', spec['timeout']) if servers else spec['timeout'])}\n"
         "excluded-modules = []\n"
-        f"test-command = {json.dumps(_test_command(package))}\n"
+        f"test-command = {json.dumps(_test_command(package, servers))}\n"
         '[cosmic-ray.distributor]\nname = "local"\n'
     )
     return cfg
@@ -339,19 +354,23 @@ def _write_config(package: str, spec: dict[str, Any], tree: Path, cfg: Path) -> 
 
 def session_from_results(package: str, session: Path) -> list[str]:
     """Fill a freshly sampled session with the committed outcomes of docs/mutation/<package>.json,
-    so that ``--retest`` works from a fresh clone (which has no build/mutation/). Every sampled
-    mutant must be in the results (the sample is the same while the source is); the survivors get
-    a SURVIVED result, for ``forget_survivors`` to drop. Returns the survivors' ids."""
+    so that ``--retest`` and ``--resume`` work from a fresh clone (which has no build/mutation/).
+    Every sampled mutant must be in complete results (the sample is the same while the source
+    is); of partial results, the mutants never judged stay pending. The survivors get a SURVIVED
+    result, for ``forget_survivors`` to drop. Returns the survivors' ids."""
     from cosmic_ray.work_db import WorkDB, use_db
     from cosmic_ray.work_item import TestOutcome, WorkerOutcome, WorkResult
 
-    recorded = {m["id"]: m for m in json.loads((RESULTS / f"{package}.json").read_text())["mutants"]}
+    results = json.loads((RESULTS / f"{package}.json").read_text())
+    recorded = {m["id"]: m for m in results["mutants"]}
     survivors: list[str] = []
     with use_db(str(session), WorkDB.Mode.open) as db:
         for item in db.pending_work_items:
             mutation = item.mutations[0]
             mutant_id = f"{mutation.module_path}:{mutation.operator_name}:{mutation.occurrence}"
             mutant = recorded.get(mutant_id)
+            if mutant is None and not results["complete"]:
+                continue  # a run cut short: the mutants it never judged stay pending (``--resume``)
             if mutant is None:
                 raise SystemExit(
                     f"[mutation] {package}: {mutant_id} is sampled but not in docs/mutation/{package}.json: "
@@ -565,15 +584,20 @@ def main(argv: list[str] | None = None) -> int:
     run.add_argument("--retest", action="store_true", help="judge only the last run's survivors again")
     run.add_argument("--budget", type=float, help="seconds per package; then stop, results partial")
     run.add_argument("--only", default="", help="with --retest: just these mutants (comma-separated ids)")
+    run.add_argument("--resume", action="store_true", help="judge the mutants a cut-short run never reached")
+    run.add_argument(
+        "--servers", action="store_true", help="also the package's server-runs (scripts/services up first)"
+    )
     shown = sub.add_parser("report", help="print the scores and the survivors (Markdown)")
     shown.add_argument("--results", type=Path, default=RESULTS, help="a results directory")
     partial = sub.add_parser("collect", help="write a package's results so far (a run cut short)")
     partial.add_argument("packages", nargs="+")
     one = sub.add_parser("test", help="the test command cosmic-ray runs on a mutant")
     one.add_argument("package")
+    one.add_argument("--servers", action="store_true", help="also the package's server-runs")
     args = parser.parse_args(argv)
     if args.command == "test":
-        return test(args.package)
+        return test(args.package, args.servers)
     if args.command == "report":
         return report(args.results)
     if args.command == "collect":
@@ -585,7 +609,18 @@ def main(argv: list[str] | None = None) -> int:
         if package not in settings["packages"]:
             parser.error(f"unknown package {package!r}; known: {', '.join(settings['packages'])}")
         only = frozenset(filter(None, args.only.split(",")))
-        run_package(package, settings, args.sample, retest=args.retest, budget_s=args.budget, only=only)
+        if args.retest and args.resume:
+            parser.error("--retest and --resume are two different runs; name one")
+        run_package(
+            package,
+            settings,
+            args.sample,
+            retest=args.retest,
+            budget_s=args.budget,
+            only=only,
+            resume=args.resume,
+            servers=args.servers,
+        )
     return 0
 
 

@@ -289,6 +289,7 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
             if stored.status not in m.SETTLED_STATUSES:
                 raise Violation("S-STEP-07", "a stored saga is not settled", {"saga_id": saga_id})
         check_metrics(self)  # the metrics against the harness's ledger (S-OBS-*)
+        self.release_settled()  # every finished saga goes, the others are refused (S-CAT-11)
 
 
 def _same_where_shown(

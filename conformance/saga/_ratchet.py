@@ -35,6 +35,7 @@ from impls.saga import (
     Management,
     Orchestrator,
     Participant,
+    ReceiptRow,
     RuntimeMetrics,
     SagaBackend,
     SagaBackendError,
@@ -50,6 +51,14 @@ from impls.saga import (
     with_facts,
 )
 from model import saga as m
+
+
+def _receipt(tx: SagaTransaction, saga_id: str) -> ReceiptRow | str | None:
+    """The saga's start receipt as the backend reads it back; what it raised, when it raised."""
+    try:
+        return tx.load_receipt(saga_id)
+    except SagaBackendError as exc:
+        return f"SagaBackendError({exc.kind.value})"
 
 
 def open_backend(factory: Callable[..., Any], namespace: str) -> SagaBackend:
@@ -74,9 +83,16 @@ class RatchetRuntime:
     metrics_class: type[RuntimeMetrics] = RuntimeMetrics
 
     def __init__(
-        self, factory: Callable[..., Any], namespace: str, fates: FateHook, stats: SuiteStats
+        self,
+        factory: Callable[..., Any],
+        namespace: str,
+        fates: FateHook,
+        stats: SuiteStats,
+        refusals: bool = True,
     ) -> None:
         self._fates = fates
+        #: False (a backend whose state lives in its object): no ROLLED_BACK is the database's.
+        self._refusals = refusals
         self._factory = factory
         self._namespace = namespace
         self._stats = stats
@@ -95,7 +111,7 @@ class RatchetRuntime:
         suffix = "o" if role == "orchestrator" else role
         backend = open_backend(self._factory, f"{self._namespace}{suffix}")
         self._raw[role] = backend
-        return cast(SagaBackend, TimedBackend(backend, self._stats, self.transactions))
+        return cast(SagaBackend, TimedBackend(backend, self._stats, self.transactions, self._refusals))
 
     def reopen(self, role: str) -> None:
         """Close ``role``'s backend object, open a new one on its namespace and build the runtime
@@ -245,16 +261,34 @@ class RatchetRuntime:
     # -- read-backs: the backends' rows, raw
 
     def observe(self) -> Observation:
-        instances, journal, commands, timers, controls = read_only(
-            self.orch_backend,
-            lambda tx: (
-                tx.list_instances(),
+        def rows(tx: SagaTransaction) -> tuple[Any, ...]:
+            listed = tx.list_instances()
+            return (
+                listed,
                 tx.journal(),
                 tx.list_commands(),
                 tx.list_timers(),
-                {r.saga_id: tx.load_control(r.saga_id) or m.ACTIVE_CONTROL for r in tx.list_instances()},
-            ),
-        )
+                {r.saga_id: tx.load_control(r.saga_id) or m.ACTIVE_CONTROL for r in listed},
+                {r.saga_id: _receipt(tx, r.saga_id) for r in listed},
+            )
+
+        instances, journal, commands, timers, controls, receipts = read_only(self.orch_backend, rows)
+        for instance in instances:
+            # The start receipt is the start's unique key, written with the instance (S-START-03);
+            # a replay is judged against it (S-START-02): it must name the instance's saga, its
+            # definition and its start digest.
+            receipt = receipts[instance.saga_id]
+            held = (
+                receipt
+                if not isinstance(receipt, ReceiptRow)
+                else (receipt.saga_id, receipt.definition, receipt.start_digest)
+            )
+            if held != (instance.saga_id, instance.definition, instance.start_digest):
+                raise Violation(
+                    "S-START-03",
+                    f"saga {instance.saga_id}'s start receipt reads back as {held}",
+                    {"saga_id": instance.saga_id},
+                )
         for row in commands:
             # The row's definition columns are what retirement is checked against (S-CAT-07): they
             # must name the definition of the envelope the row holds.

@@ -54,7 +54,12 @@ class SagaTarget:
             wire = route(backend.service)
             factory = functools.partial(factory, endpoint=wire.endpoint)
         opened = factory
-        return cls(lambda namespace, fates, stats: RatchetRuntime(opened, namespace, fates, stats), wire)
+        # A backend whose state lives in its object has no other writer: its database never
+        # refuses a unit, so no ROLLED_BACK it reports is excused as a refusal (S-TX-01).
+        refusals = not backend.in_process
+        return cls(
+            lambda namespace, fates, stats: RatchetRuntime(opened, namespace, fates, stats, refusals), wire
+        )
 
     def specialise(self, base: type[ConformanceMachine]) -> type[ConformanceMachine]:
         """The machine with the wire-fault rule (conformance/saga/_wire.py) when there is a wire,

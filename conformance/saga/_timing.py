@@ -47,11 +47,20 @@ class _Timed:
 
 
 class _LoggedTransaction(_Timed):
-    """A timed transaction that marks its log entry when the database refuses it."""
+    """A timed transaction that marks its log entry when the database refuses it.
 
-    def __init__(self, inner: SagaTransaction, stats: SuiteStats, log: TransactionLog) -> None:
+    Only a backend whose database can refuse a unit gets the mark: one whose state lives in the
+    backend object alone (``BackendUnderTest.in_process``: SQLite in memory, the memory backend)
+    has no other writer, so nothing can make its database refuse a unit; a ``ROLLED_BACK`` there
+    is the backend's own error misreported as a refusal, and the harness excuses nothing for it
+    (S-TX-01)."""
+
+    def __init__(
+        self, inner: SagaTransaction, stats: SuiteStats, log: TransactionLog, refusals: bool = True
+    ) -> None:
         super().__init__(inner, stats)
         self._log = log
+        self._refusals = refusals
         self._entry = len(log.refused)
         log.refused.append(False)
 
@@ -64,7 +73,7 @@ class _LoggedTransaction(_Timed):
             try:
                 return attribute(*args, **kwargs)
             except SagaBackendError as exc:
-                if exc.kind is SagaBackendErrorKind.ROLLED_BACK:
+                if exc.kind is SagaBackendErrorKind.ROLLED_BACK and self._refusals:
                     self._log.refused[self._entry] = True
                     if name == "commit":
                         self._log.refused_at_commit.add(self._entry)
@@ -76,10 +85,14 @@ class _LoggedTransaction(_Timed):
 class TimedBackend(_Timed):
     """A ``SagaBackend`` whose transactions are timed too: the report's backend% column."""
 
-    def __init__(self, inner: SagaBackend, stats: SuiteStats, log: TransactionLog | None = None) -> None:
+    def __init__(
+        self, inner: SagaBackend, stats: SuiteStats, log: TransactionLog | None = None, refusals: bool = True
+    ) -> None:
         super().__init__(inner, stats)
         self.backend = inner
         self.log = TransactionLog() if log is None else log
+        #: False: no other writer can make the database refuse a unit (``_LoggedTransaction``).
+        self.refusals = refusals
 
     @property
     def capabilities(self) -> SagaCapabilities:
@@ -88,7 +101,8 @@ class TimedBackend(_Timed):
     def begin(self) -> SagaTransaction:
         started = time.perf_counter()
         try:
-            return cast(SagaTransaction, _LoggedTransaction(self.backend.begin(), self._stats, self.log))
+            transaction = _LoggedTransaction(self.backend.begin(), self._stats, self.log, self.refusals)
+            return cast(SagaTransaction, transaction)
         finally:
             elapsed = time.perf_counter() - started
             self._stats.backend_seconds += elapsed

@@ -71,6 +71,7 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     )
     targets["recorded-reference-released"] = "no recorded reference was released (S-CAT-11)"
     targets["released-beside-pending"] = "no finished saga was released while others had pending commands"
+    targets["released-at-quiescence"] = "no finished saga was released at quiescence (S-CAT-11)"
     targets["start:QuotaExhausted"] = "no start beyond the tenant's quota was refused"
     targets["non-json-start-admitted"] = "no schema-declared non-JSON start was admitted"
     targets["start-without-input-admitted"] = "no start without first-step input was admitted"
@@ -126,6 +127,7 @@ REQUIRES: Mapping[str, set[str]] = {
     "forged-command:owner": {"misaddressed_commands"},
     "step:release_instance": {"instance_release"},
     "released-beside-pending": {"instance_release"},
+    "released-at-quiescence": {"instance_release"},
     "absorbed-by-gate": {"timers"},  # a second attempt of one effect follows a timeout
     **{
         target: {"routes"}

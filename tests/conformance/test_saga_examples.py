@@ -19,6 +19,8 @@ SEEDS = {
     "gate_keyed_on_command_id": 20_240_601,
     "timer_ignores_fencing": 30,
     "outbox_outside_transaction": 27,
+    "receipt_keyed_by_tenant": 1,
+    "release_answers_unapplied": 1,
 }
 
 RunBroken = Callable[[str], Report]
