@@ -246,8 +246,14 @@ class CatalogRules(SagaMachineBase):
         if isinstance(expected, m.RolledBack | m.OutcomeUnknown):
             # The replica never learnt its generation: it reports the same content again, which must
             # converge on what the catalog committed, the same generation if it applied (S-ROUTE-03).
+            refusals = self.refusals
             self.model, expected = m.register_capability(self.model, request)
             self.expect("S-ROUTE-03", expected, self.runtime.register_capability(request))
+            if self.refusals != refusals:
+                # The database refused the re-report on every attempt and the model went back
+                # (S-TX-01): the replica learnt no generation (beside another run a generation
+                # recorded here named a route the model never kept: a KeyError in renew_route).
+                expected = m.RolledBack()
             if isinstance(expected, m.CapabilityRegistered) and not expected.fresh:
                 self.context.reach("route-retry-converged")
         if isinstance(expected, m.CapabilityRegistered):
