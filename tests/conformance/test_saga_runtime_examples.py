@@ -320,10 +320,16 @@ def test_a_route_re_report_the_database_refused_on_every_attempt_learns_no_gener
             return register(request)
 
         runtime.register_capability = register_in_a_burst
+        asked: list[str] = []
+        set_fate = machine._set_fate
+        machine._set_fate = lambda name: asked.append(name) or set_fate(name)
         key = machine._capability_key("order", 0, "r1")
         refusals = machine.refusals
         machine._register(key, 0, key.owner, w.ROUTE_LEASE_MS, "committed")
-        assert machine.refusals == refusals + 1, machine.trace  # the re-report's, undone
+        # The re-report is a unit of its own: its fate is decided like the report's (a wire fault
+        # armed for a report refused before its COMMIT meets the re-report's, ``_wire``).
+        assert asked == ["committed", "committed"]
+        assert machine.refusals == refusals, machine.trace  # settled as rolled back, both
         assert key not in machine.model.routes.routes
         assert key not in machine.generations or not machine.generations[key]
         runtime.register_capability = register
