@@ -51,10 +51,8 @@ class SagaMachineBase(ConformanceMachine):
         super().__init__()
         ns = self.context.new_namespace()
         self.fate = m.CommitFate.COMMITTED
-        self.runtime: SagaRuntime = observed(
-            self, self.context.target.open(ns, self._fate, self.context.stats)
-        )
-        self.caps: RuntimeCapabilities = self.runtime.capabilities
+        runtime = self.context.target.open(ns, self._fate, self.context.stats)
+        self.caps: RuntimeCapabilities = runtime.capabilities
         details = self.context.stats.details
         details["runtime-lacks"] = ",".join(self.caps.missing())
         for name, value in attrs.asdict(self.caps).items():
@@ -71,6 +69,9 @@ class SagaMachineBase(ConformanceMachine):
         self.model_parts = {
             owner: m.ParticipantState(w.participant_config(owner, **budget)) for owner in w.OWNERS
         }
+        # The ledger starts from this model: a first unit the database refuses sends the model
+        # back to it, with its quota limit and trusted producers (S-TX-01, docs/faults.md).
+        self.runtime: SagaRuntime = observed(self, runtime)
         self.results_published: set[str] = set()
         self.wire = w.Wire()
         self.now = 0

@@ -213,6 +213,7 @@ class CatalogRules(SagaMachineBase):
         request: object,
         applied: type,
         fate: str,
+        rule_id: str | None = None,
     ) -> object:
         """One registry write beside the model under ``fate``: the model's outcome settled as the
         database settles it, compared with the runtime's (S-ROUTE-02, S-ROUTE-03, S-ROUTE-09)."""
@@ -228,7 +229,7 @@ class CatalogRules(SagaMachineBase):
         if isinstance(outcome, applied) and self.database_refused(commit, actual):
             self.model, expected = m.settle(before, after, m.CommitFate.ROLLED_BACK, outcome)
             self.refated()
-        self.expect(_route_rule(expected), expected, actual)
+        self.expect(rule_id or _route_rule(expected), expected, actual)
         self.context.reach(f"{label}:{type(expected).__name__}")
         return expected
 
@@ -246,8 +247,24 @@ class CatalogRules(SagaMachineBase):
         if isinstance(expected, m.RolledBack | m.OutcomeUnknown):
             # The replica never learnt its generation: it reports the same content again, which must
             # converge on what the catalog committed, the same generation if it applied (S-ROUTE-03).
-            self.model, expected = m.register_capability(self.model, request)
-            self.expect("S-ROUTE-03", expected, self.runtime.register_capability(request))
+            # A unit of its own, its fate decided like any other's: a wire fault armed for a
+            # registration refused before its COMMIT waits for it (``_wire``), and the model
+            # settles what that COMMIT met (beside another run: OutcomeUnknown, model Registered).
+            refusals = self.refusals
+            expected = self._route_write(
+                "re-register",
+                m.register_capability,
+                self.runtime.register_capability,
+                request,
+                m.CapabilityRegistered,
+                "committed",
+                "S-ROUTE-03",
+            )
+            if self.refusals != refusals:
+                # The database refused the re-report on every attempt and the model went back
+                # (S-TX-01): the replica learnt no generation (beside another run a generation
+                # recorded here named a route the model never kept: a KeyError in renew_route).
+                expected = m.RolledBack()
             if isinstance(expected, m.CapabilityRegistered) and not expected.fresh:
                 self.context.reach("route-retry-converged")
         if isinstance(expected, m.CapabilityRegistered):

@@ -137,8 +137,9 @@ class Ledgered:
         self._machine = machine
         self._runtime = runtime
         self.ledger = Ledger()
-        self._model = m.OrchestratorStore()
-        self._parts = {owner: m.ParticipantState(w.participant_config(owner)) for owner in w.OWNERS}
+        # The machine's initial state, configuration and all (quota limit, trusted producers,
+        # participant budgets): what a first call the database refused goes back to (S-TX-01).
+        self._model, self._parts = machine.model, dict(machine.model_parts)
         #: The last state-changing call: the log's length and the model's state as it began.
         self._call: tuple[int, m.OrchestratorStore, dict[str, m.ParticipantState]] | None = None
 

@@ -16,6 +16,7 @@ from conformance._machine import RunContext
 from conformance._suites import BackendUnderTest, suite_named
 from conformance.cli import main
 from conformance.saga import _world as w
+from conformance.saga._base import unwrapped
 from examples.broken_saga_runtimes import BROKEN_SAGA_RUNTIMES
 from examples.contended_saga_backend import BURST, BURST_EVERY
 from impls.saga import SagaBackendError, SagaBackendErrorKind
@@ -299,3 +300,42 @@ def test_a_joined_start_the_database_refused_at_a_statement_counts_rolled_back()
         assert any("database refused" in line for line in machine.trace), machine.trace
     finally:
         machine.teardown()  # quiescence: the process counters vs the ledger
+
+
+def test_a_route_re_report_the_database_refused_on_every_attempt_learns_no_generation() -> None:
+    """Beside another run on one PostgreSQL a registration and then its re-report (S-ROUTE-03) were
+    both refused on every attempt: the model went back (S-TX-01), yet the harness recorded the
+    generation the model had computed for the re-report, and a later ``renew_route`` looked up a
+    route the model never kept (``KeyError``, Hypothesis's FlakyFailure: no replay reproduced it).
+    A refused re-report teaches the replica nothing; the renewal then finds no generation to use."""
+    machine = _bursts_machine()
+    try:
+        machine.first_start(key=0)
+        runtime = machine.runtime._runtime
+        register = runtime.register_capability
+
+        def register_in_a_burst(request: m.RegisterCapability) -> object:
+            # Each call's three attempts are a whole burst: the report and its re-report refused.
+            runtime._raw["orchestrator"].commits = BURST * (BURST_EVERY - 1)
+            return register(request)
+
+        runtime.register_capability = register_in_a_burst
+        asked: list[str] = []
+        set_fate = machine._set_fate
+        machine._set_fate = lambda name: asked.append(name) or set_fate(name)
+        key = machine._capability_key("order", 0, "r1")
+        refusals = machine.refusals
+        machine._register(key, 0, key.owner, w.ROUTE_LEASE_MS, "committed")
+        # The re-report is a unit of its own: its fate is decided like the report's (a wire fault
+        # armed for a report refused before its COMMIT meets the re-report's, ``_wire``).
+        assert asked == ["committed", "committed"]
+        assert machine.refusals == refusals, machine.trace  # settled as rolled back, both
+        assert key not in machine.model.routes.routes
+        assert key not in machine.generations or not machine.generations[key]
+        runtime.register_capability = register
+        for stale in (True, False):
+            unwrapped(type(machine).renew_route)(
+                machine, index=0, stale=stale, stranger=False, fate="committed"
+            )
+    finally:
+        machine.teardown()  # quiescence: every row read back is the model's

@@ -8,6 +8,8 @@ ended ERROR with Hypothesis's FlakyFailure. The set-up is the harness's, so it a
 
 from __future__ import annotations
 
+import sys
+
 import pytest
 
 from conformance._machine import RunContext
@@ -86,3 +88,25 @@ def test_a_set_up_the_database_never_accepts_is_an_environment_error(monkeypatch
             machine_class()
     finally:
         _refused[0] = 0
+
+
+@pytest.mark.parametrize("refused_from", [0, 1])
+def test_a_first_unit_the_database_refused_keeps_the_models_configuration(
+    refused_from: int, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The model goes back to its state before the refused unit (S-TX-01), not to a blank store:
+    beside another run on one PostgreSQL the set-up's first publication was refused on every
+    attempt, the model came back without its quota limit and trusted producers, and at quiescence
+    it expected ``Started`` for the start beyond the quota that the runtime refused (S-START-13:
+    ``QuotaExhausted(tenant='acme', limit=3)``, reported as S-START-01, no replay reproduced it)."""
+    monkeypatch.setattr(sys.modules[__name__], "REFUSED_FROM", refused_from)
+    _refused[0] = MAX_ATTEMPTS
+    context, machine_class = _context()
+    machine = machine_class()
+    assert _refused == [0] and machine.refusals == 1
+    assert machine.model.quota_limit == w.QUOTA_LIMIT
+    assert machine.model.trusted_producers == frozenset(w.OWNERS)
+    machine.first_start(key=1)
+    machine.teardown()  # quiescence: every key started, then the one beyond the quota
+    assert context.last_failure is None
+    assert "start:QuotaExhausted" in context.example_reached
