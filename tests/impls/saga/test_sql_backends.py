@@ -873,18 +873,7 @@ def test_opening_a_namespace_runs_its_refused_counter_rows_again(engine: str, na
                 self.connection.faults.commits.append(Contention.SERIALIZATION_FAILURE)
             return super().begin()
 
-    server: Engine = (
-        PostgresEngine(pg_dsn(), lock_timeout_ms=1000)
-        if engine == "postgres"
-        else MysqlEngine(mysql_params(mysql_dsn()), lock_wait_timeout_s=1)
-    )
-    backend = RefusedOnOpen(server, namespace)
-    try:
-        assert refused == [0]
-        assert _commit(backend, lambda tx: tx.allocate_fencing_token()) == 1
-    finally:
-        backend.drop_namespace()
-        backend.close()
+    _open_then_commit(RefusedOnOpen, engine, namespace, refused)
 
 
 def test_opening_a_namespace_whose_begin_was_refused_begins_again(engine: str, namespace: str) -> None:
@@ -900,18 +889,7 @@ def test_opening_a_namespace_whose_begin_was_refused_begins_again(engine: str, n
                 raise SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "statement failed")
             return super().begin()
 
-    server: Engine = (
-        PostgresEngine(pg_dsn(), lock_timeout_ms=1000)
-        if engine == "postgres"
-        else MysqlEngine(mysql_params(mysql_dsn()), lock_wait_timeout_s=1)
-    )
-    backend = BeginRefused(server, namespace)
-    try:
-        assert refused == [0]
-        assert _commit(backend, lambda tx: tx.allocate_fencing_token()) == 1
-    finally:
-        backend.drop_namespace()
-        backend.close()
+    _open_then_commit(BeginRefused, engine, namespace, refused)
 
 
 def test_a_namespace_drop_the_database_refused_is_run_again(
@@ -927,3 +905,22 @@ def test_a_namespace_drop_the_database_refused_is_run_again(
     backend.drop_namespace()
     assert not backend.faults.commits  # the refusal was met
     assert namespace not in backend.namespaces()
+
+
+def _open_then_commit(
+    backend_class: type[ServerSagaBackend], engine: str, namespace: str, refused: list[int]
+) -> None:
+    """Open ``backend_class`` on a short-lock engine: every planted refusal was met while opening,
+    and the opened namespace then commits."""
+    server: Engine = (
+        PostgresEngine(pg_dsn(), lock_timeout_ms=1000)
+        if engine == "postgres"
+        else MysqlEngine(mysql_params(mysql_dsn()), lock_wait_timeout_s=1)
+    )
+    backend = backend_class(server, namespace)
+    try:
+        assert refused == [0]
+        assert _commit(backend, lambda tx: tx.allocate_fencing_token()) == 1
+    finally:
+        backend.drop_namespace()
+        backend.close()
