@@ -8,6 +8,8 @@ program a seed draws.
 
 from __future__ import annotations
 
+import time
+from collections.abc import Iterator
 from typing import Any
 
 import attrs
@@ -33,6 +35,23 @@ FATES = {
 SENT_COMMIT = frozenset({m.CommitFate.COMMITTED, m.CommitFate.UNKNOWN_APPLIED})
 fates = st.sampled_from(["committed"] * 5 + ["rolled_back", "unknown_applied", "unknown_not_applied"])
 indexes = st.integers(0, 7)
+
+
+#: Times the harness asks again for one of its own writes (the catalog set-up, the operator's
+#: resume at quiescence) that the database refused on every attempt, pausing ``ASK_AGAIN_PAUSE_S``
+#: doubling between them (about 6 s in all): two runs side by side on one server's tables refused
+#: five in a row without a pause (serializable scans conflict until one side lets the other finish).
+ASK_AGAIN_TRIES = 8
+ASK_AGAIN_PAUSE_S = 0.05
+
+
+def asking_again() -> Iterator[int]:
+    """The attempt numbers of a harness write the database may refuse (S-TX-01), pausing before
+    every attempt after the first; the caller breaks out once one was not refused."""
+    for attempt in range(ASK_AGAIN_TRIES):
+        if attempt:
+            time.sleep(ASK_AGAIN_PAUSE_S * 2 ** (attempt - 1))
+        yield attempt
 
 
 def unwrapped(method: Any) -> Any:

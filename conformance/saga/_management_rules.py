@@ -12,8 +12,6 @@ the operator resumes every paused saga (``resume_all``), so results and timers f
 
 from __future__ import annotations
 
-import time
-
 import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import precondition, rule
@@ -21,7 +19,7 @@ from hypothesis.stateful import precondition, rule
 from conformance._machine import step
 from conformance._violations import HarnessEnvironmentError
 from conformance.saga import _world as w
-from conformance.saga._base import SagaMachineBase, fates, indexes, unwrapped
+from conformance.saga._base import ASK_AGAIN_TRIES, SagaMachineBase, asking_again, fates, indexes, unwrapped
 from model import saga as m
 
 OPERATOR = m.ManagementContext("ops-1", "harness: operator action")
@@ -55,12 +53,6 @@ _ACTION_RULE = {
     m.ManagementAction.RETRY_COMPENSATION: "S-MGT-07",
     m.ManagementAction.MANUAL_CLOSE: "S-MGT-08",
 }
-#: Resumes the operator asks for at quiescence before giving up on a database that refuses them,
-#: waiting ``RESUME_BACKOFF_S`` doubling between them: two runs side by side on one server's
-#: tables refused five resumes in a row without a pause (serializable scans conflict until one
-#: side lets the other finish), about 13 s of waiting in all.
-RESUME_TRIES = 8
-RESUME_BACKOFF_S = 0.05
 
 
 class ManagementRules(SagaMachineBase):
@@ -257,13 +249,11 @@ class ManagementRules(SagaMachineBase):
         if not self.caps.management:
             return
         for saga_id in sorted(self.model.instances):
-            for attempt in range(RESUME_TRIES):
+            for _ in asking_again():
                 # A contended database may refuse the resume on every attempt of one call (S-TX-01):
                 # the operator asks again, since a saga left paused defers its results for ever.
                 if not m.is_paused(self.model, saga_id):
                     break
-                if attempt:
-                    time.sleep(RESUME_BACKOFF_S * 2 ** (attempt - 1))
                 tenant = self.model.instances[saga_id].definition.tenant
                 operation_id = f"resume-{saga_id}-{m.control_of(self.model, saga_id).revision}"
                 self._manage(
@@ -273,7 +263,7 @@ class ManagementRules(SagaMachineBase):
                 )
             if m.is_paused(self.model, saga_id):
                 raise HarnessEnvironmentError(
-                    f"the database refused the operator's resume of a paused saga {RESUME_TRIES} times"
+                    f"the database refused the operator's resume of a paused saga {ASK_AGAIN_TRIES} times"
                 )
 
     def operate_manual(self) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable
 
 import attrs
@@ -12,14 +11,9 @@ from hypothesis.stateful import precondition, rule
 from conformance._machine import step
 from conformance._violations import HarnessEnvironmentError
 from conformance.saga import _world as w
-from conformance.saga._base import SagaMachineBase, fates, indexes
+from conformance.saga._base import ASK_AGAIN_TRIES, SagaMachineBase, asking_again, fates, indexes
 from conformance.saga._faults import LIFECYCLE_RACE
 from model import saga as m
-
-#: Times the set-up asks for one catalog write the database refused on every attempt, pausing
-#: ``SETUP_BACKOFF_S`` doubling between them (about 6 s in all).
-SETUP_TRIES = 8
-SETUP_BACKOFF_S = 0.05
 
 #: How a start gives its payload (S-START-10, S-START-11): JSON bytes, a raw payload with the
 #: JSON contract, a raw non-JSON payload with or without its schema, both forms (refused), neither
@@ -55,13 +49,11 @@ class StartRules(SagaMachineBase):
         self._set_up("S-CAT-02", m.PublishDefinition(w.UPLOAD, w.UPLOAD_DIGEST))
 
     def _set_up(self, rule_id: str, request: m.PublishDefinition | m.ChangeLifecycle) -> None:
-        """One catalog write of the set-up, asked again (``SETUP_TRIES``, backing off) while the
+        """One catalog write of the set-up, asked again (``_base.asking_again``) while the
         database refuses it on every attempt (S-TX-01: nothing of it applied, the model went back):
         set-up is the harness's, and an example whose catalog a contended database refused once ran
         on without its definitions (a KeyError at quiescence that no replay reproduced)."""
-        for attempt in range(SETUP_TRIES):
-            if attempt:
-                time.sleep(SETUP_BACKOFF_S * 2 ** (attempt - 1))
+        for _ in asking_again():
             refusals = self.refusals
             expected: object
             if isinstance(request, m.PublishDefinition):
@@ -73,7 +65,7 @@ class StartRules(SagaMachineBase):
             self.expect(rule_id, expected, actual)
             if self.refusals == refusals:
                 return
-        raise HarnessEnvironmentError(f"the database refused the catalog's set-up {SETUP_TRIES} times")
+        raise HarnessEnvironmentError(f"the database refused the catalog's set-up {ASK_AGAIN_TRIES} times")
 
     # -- starts and catalog ---------------------------------------------------------------
 

@@ -15,7 +15,7 @@ import pytest
 from conformance._machine import RunContext
 from conformance._suites import BackendUnderTest, suite_named
 from conformance._violations import HarnessEnvironmentError
-from conformance.saga import _starts as starts
+from conformance.saga import _base as base
 from conformance.saga import _world as w
 from impls.saga import SagaBackendError, SagaBackendErrorKind
 from impls.saga._unit import MAX_ATTEMPTS
@@ -80,7 +80,7 @@ def test_a_set_up_the_database_refused_on_every_attempt_is_asked_again() -> None
 
 
 def test_a_set_up_the_database_never_accepts_is_an_environment_error(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(starts, "SETUP_BACKOFF_S", 0.0)  # the tries, not their pauses
+    monkeypatch.setattr(base, "ASK_AGAIN_PAUSE_S", 0.0)  # the tries, not their pauses
     _refused[0] = 10**6
     _, machine_class = _context()
     try:
