@@ -240,9 +240,11 @@ test: venv
 
 # Mutation testing of the backend packages, judged by the conformance suites alone (scripts/mutation.py,
 # docs/sensitivity.md); not part of make test: hours on two cores. PACKAGES=memory,commit runs a few;
-# BUDGET=900 stops each package after that many seconds (its results are then marked partial).
+# BUDGET=900 stops each package after that many seconds (its results are then marked partial);
+# SERVERS=1 adds each package's runs on real servers (pyproject's server-runs; they must be up).
 PACKAGES ?=
 BUDGET ?=
+SERVERS ?=
 mutation: venv
 	$(BIN)/python -m pip install --quiet -e '.[mutation]'
 	$(BIN)/python scripts/mutation.py run $(subst $(comma), ,$(PACKAGES)) $(if $(BUDGET),--budget $(BUDGET)) $(if $(SERVERS),--servers)

@@ -322,9 +322,14 @@ def run_suite(
 
     def step_error_result(exc: BaseException) -> SuiteResult:
         # The shrink budget stopped Hypothesis shrinking an exception that is no violation: it is
-        # reported as it was first raised (an environment error stays one: exit 2).
-        if isinstance(exc, HarnessEnvironmentError):
-            return result(Verdict.ERROR, error=str(exc))
+        # reported as it was first raised; an outage or an environment error stays one (exit 2),
+        # named as the branch below names it.
+        outage = context.environment_error or outage_reason(backend.service)
+        if outage is not None:
+            return result(Verdict.ERROR, error=outage)
+        environment = _environment_error_in(exc)
+        if environment is not None:
+            return result(Verdict.ERROR, error=str(environment))
         lines = traceback.format_exception(exc)
         return result(Verdict.ERROR, error=f"the harness failed: {exc!r}\n{''.join(lines[-12:])}")
 

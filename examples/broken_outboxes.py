@@ -16,7 +16,7 @@ one_entry_for_every_key      C-POST-07    every key is answered with the outbox'
 republish_appends_silently   C-POST-07    a re-publish appends a second entry for the key but
                                           answers with the first: only the outbox's listing
                                           (``ListableOutbox.entries``) shows it
-lists_one_page               C-POST-07    its listing stops after a first page of 1000 entries
+lists_one_page               C-POST-07    its listing stops after a first page (MAX_SCAN_ITEMS entries)
                                           (a reader that never asks for the next page)
 ===========================  ===========  ======================================================
 
@@ -27,7 +27,7 @@ from __future__ import annotations
 
 from impls.api import OutboxEntry
 from impls.memory import MemoryOutbox
-from model.commit import CommitIntent, MessageStoreError, OutboxPublication, StoreErrorKind
+from model.commit import MAX_SCAN_ITEMS, CommitIntent, MessageStoreError, OutboxPublication, StoreErrorKind
 
 
 class RepublishAppendsNewEntry(MemoryOutbox):
@@ -76,7 +76,7 @@ class ListsOnePage(MemoryOutbox):
     """C-POST-07: ``entries()`` answers the first page of a paged read and never asks for the next."""
 
     async def entries(self) -> list[OutboxEntry]:
-        return (await super().entries())[:1000]
+        return (await super().entries())[:MAX_SCAN_ITEMS]
 
 
 async def republish_appends_new_entry(namespace: str) -> MemoryOutbox:

@@ -39,6 +39,7 @@ from impls.saga import (
     RuntimeMetrics,
     SagaBackend,
     SagaBackendError,
+    SagaBackendErrorKind,
     SagaTransaction,
     capability_key_of,
     instance_from_row,
@@ -54,10 +55,13 @@ from model import saga as m
 
 
 def _receipt(tx: SagaTransaction, saga_id: str) -> ReceiptRow | str | None:
-    """The saga's start receipt as the backend reads it back; what it raised, when it raised."""
+    """The saga's start receipt as the backend reads it back, or that it does not decode (S-START-03).
+    Any other error is the read's: a refusal goes to ``read_only``'s retry, an outage to exit 2."""
     try:
         return tx.load_receipt(saga_id)
     except SagaBackendError as exc:
+        if exc.kind is not SagaBackendErrorKind.CORRUPT:
+            raise
         return f"SagaBackendError({exc.kind.value})"
 
 

@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import os
 import sys
 import time
 from collections.abc import Iterator, Sequence
-from pathlib import Path
 from typing import TextIO
 
 from conformance.services._apt import install_packages
@@ -38,6 +36,7 @@ from conformance.services._postgres import Postgres
 from conformance.services._probe import probe
 from conformance.services._process import (
     ServiceControlError,
+    cpu_seconds,
     pid_from_file,
     port_open,
     port_owner,
@@ -184,14 +183,9 @@ def down(names: Sequence[str], settings: Settings | None = None, say: Say | None
 
 
 def _cpu_text(pid: int) -> str:
-    """The server's CPU time so far, its reaped children's included (what make test's budget is
-    spent on besides the harness; Linux /proc only)."""
-    try:
-        fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    except (OSError, IndexError):
-        return ""
-    ticks = sum(int(f) for f in fields[11:15])  # utime, stime, cutime, cstime
-    return f" (CPU {ticks / os.sysconf('SC_CLK_TCK'):.1f}s)"
+    """The server's CPU time so far (what make test's budget is spent on besides the harness)."""
+    seconds = cpu_seconds(pid)
+    return "" if seconds is None else f" (CPU {seconds:.1f}s)"
 
 
 def status(names: Sequence[str], settings: Settings | None = None, out: TextIO | None = None) -> bool:

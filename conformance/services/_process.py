@@ -48,6 +48,22 @@ def command_line(pid: int) -> str:
         return ""
 
 
+def stat_fields(stat: str) -> list[str]:
+    """The fields of a /proc/<pid>/stat line after ``comm``, from ``state`` on: "pid (comm) state
+    ppid ...", where comm may hold spaces and parentheses, so split after the last ")"."""
+    return stat[stat.rfind(")") + 2 :].split()
+
+
+def cpu_seconds(pid: int) -> float | None:
+    """The process's CPU time so far, its reaped children's included (utime, stime, cutime,
+    cstime); None when /proc cannot say."""
+    try:
+        fields = stat_fields(Path(f"/proc/{pid}/stat").read_text())
+        return sum(int(f) for f in fields[11:15]) / os.sysconf("SC_CLK_TCK")
+    except (OSError, ValueError):
+        return None
+
+
 def descendants(pid: int) -> list[int]:
     """Every live process below ``pid`` (PostgreSQL's backends, for instance)."""
     children: dict[int, list[int]] = {}
@@ -58,8 +74,7 @@ def descendants(pid: int) -> list[int]:
             stat = (entry / "stat").read_text()
         except OSError:
             continue
-        # "pid (comm) state ppid ...": comm may hold spaces and parentheses; split after the last ")".
-        fields = stat[stat.rfind(")") + 2 :].split()
+        fields = stat_fields(stat)
         if len(fields) > 1:
             children.setdefault(int(fields[1]), []).append(int(entry.name))
     found: list[int] = []

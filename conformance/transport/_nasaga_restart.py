@@ -23,7 +23,7 @@ from hypothesis import strategies as st
 from hypothesis.stateful import initialize
 
 from conformance._machine import step
-from conformance._violations import Violation
+from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.transport import _faults as f
 from conformance.transport._faults import restart_applies
 from conformance.transport._nasaga import NasagaStreamMachine
@@ -89,6 +89,8 @@ class NasagaRestartMachine(NasagaStreamMachine):
                 self._poll("c1", m.Decision.SUCCEED)
                 break
             except NasagaHostError as exc:  # the round failed as a whole: the model's undone
+                if exc.is_environment:  # a crashed or hung host is no verdict on nasaga
+                    raise HarnessEnvironmentError(f"the nasaga host failed: {exc}") from exc
                 self.log, self.part, self.retained = saved
                 errors.append(str(exc))
                 self.note(f"poll after the restart: {exc}")

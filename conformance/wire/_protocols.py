@@ -127,7 +127,7 @@ def _pg_messages(chunk: bytes) -> list[tuple[str, bytes]]:
     return messages
 
 
-_MYSQL_COMMANDS = {0x03: "QUERY", 0x0E: "PING", 0x01: "QUIT", 0x16: "PREPARE", 0x17: "EXECUTE"}
+_MYSQL_COMMANDS = {0x03: "QUERY", 0x0E: "PING", 0x01: "QUIT", 0x16: PREPARE, 0x17: "EXECUTE"}
 
 
 def mysql_request(chunk: bytes, _notes: dict[str, str]) -> str | None:

@@ -10,6 +10,7 @@ import pytest
 
 from conformance._machine import SuiteStats
 from conformance.saga._port import TransactionLog
+from conformance.saga._ratchet import _receipt
 from conformance.saga._timing import TimedBackend
 from impls.saga import SagaBackendError, SagaBackendErrorKind
 from impls.saga.memory._backend import MemorySagaBackend, MemoryTransaction
@@ -33,3 +34,23 @@ def test_a_refusal_is_logged_only_where_the_database_can_refuse(refusals: bool) 
     with pytest.raises(SagaBackendError):
         tx.list_timers()
     assert log.refused == [refusals]
+
+
+class _ReceiptTransaction(MemoryTransaction):
+    kind = SagaBackendErrorKind.CORRUPT
+
+    def load_receipt(self, saga_id: str) -> None:
+        raise SagaBackendError(self.kind, "the receipt read failed")
+
+
+@pytest.mark.parametrize("kind", list(SagaBackendErrorKind))
+def test_only_a_receipt_that_does_not_decode_is_the_read_backs_answer(kind: SagaBackendErrorKind) -> None:
+    """The read-back judges a receipt that does not decode (S-START-03); a refused or failed read
+    is the read's own error (``read_only`` retries a refusal; an outage is exit 2), never a verdict."""
+    tx = _ReceiptTransaction(MemorySagaBackend("receipts"))
+    tx.kind = kind
+    if kind is SagaBackendErrorKind.CORRUPT:
+        assert _receipt(tx, "saga-1") == "SagaBackendError(corrupt)"
+    else:
+        with pytest.raises(SagaBackendError):
+            _receipt(tx, "saga-1")

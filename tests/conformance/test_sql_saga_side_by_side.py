@@ -30,7 +30,7 @@ REPO = Path(__file__).resolve().parents[2]
 CONFORMANCE = Path(sys.executable).with_name("conformance")
 #: Fixed seeds; on a private PostgreSQL seeds 1 and 2 at 40 examples side by side each met
 #: units refused on every attempt (``database-refused-every-attempt``) before the harness knew
-#: what those answer. Few examples here: make test's pytest-sql phase runs one test at a time.
+#: what those answer. Few examples here: make test's pytest-sql-<engine> phases run one test at a time.
 SEEDS = (1, 2)
 EXAMPLES = 8
 SERVICES = {"postgres": "postgres", "mysql": "mariadb"}
@@ -80,7 +80,14 @@ def test_two_correct_saga_runs_at_once_on_one_server_both_pass(backend: str, tmp
     examples = ("--examples", str(EXAMPLES))
     where = ["--backend", backend]
     children = {f"run{seed}": _start(where, seed, tmp_path, f"run{seed}", *examples) for seed in SEEDS}
-    for name, child in children.items():
-        code, report, output = _finish(child, tmp_path, name)
-        assert code == 0, output
-        assert _result(report)["verdict"] == "pass", output
+    try:
+        for name, child in children.items():
+            code, report, output = _finish(child, tmp_path, name)
+            assert code == 0, output
+            assert _result(report)["verdict"] == "pass", output
+    finally:
+        # A failed run must not leave the other writing the shared tables the next test reads.
+        for child in children.values():
+            if child.poll() is None:
+                child.kill()
+                child.wait()

@@ -16,7 +16,7 @@ from conformance.backends import TRANSPORT_BACKENDS
 from conformance.crash import LocalRedis
 from tests._restarts import one_restart_example
 
-pytestmark = [pytest.mark.service("postgres", "redis")]  # redis: the redis-server binary
+pytestmark = [pytest.mark.service("postgres", "redis"), pytest.mark.nasaga_schemas]  # redis: the binary
 
 
 def test_n48_nasagas_consumer_fails_one_round_after_a_redis_restart_then_settles(
