@@ -63,6 +63,7 @@ INVALID_CALLS = (
 # A key no rule draws (carol never sends): walked through every stage at quiescence.
 STAGE_WALK_KEY = "t1/carol/m1"
 REPEAT_WALK_KEY = "t1/carol/m2"  # ``repeat_walk``'s key: no drawn rule names it
+ATOMIC_WALK_KEY = "t2/carol/m1"  # ``atomic_walk``'s: no drawn rule names it either
 # Byte budgets at the edge of a page (``StoreMachine._byte_fit``).
 BYTE_FITS = ("fit-1", "fit", "fit+1")
 STORE_FAULTS = {RESPONSE_LOST.name: RESPONSE_LOST, FAILED_BEFORE.name: FAILED_BEFORE}
@@ -210,7 +211,7 @@ class CommitWorld(ConformanceMachine):
 class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
     reserved = Bundle("reserved")
     #: Run by the opening on a wire only (``WireFaultRules.wire_opening``).
-    directed_on_wire = ("legacy_walk", "repeat_walk")
+    directed_on_wire = ("legacy_walk", "repeat_walk", "atomic_walk")
 
     def __init__(self) -> None:
         super().__init__()
@@ -259,6 +260,17 @@ class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
         self.call(self.store.mark_committed(self._intent(key)))
         self._reserve(key, "same")
         self.call(self.store.load_commit(commit_key, v.home_conversation(commit_key)))
+
+    def atomic_walk(self) -> None:
+        """From the opening on a wire (``directed_on_wire``; not a step: the three it runs are): a
+        fresh key reserved, recorded and taken to COMMITTED in the one call (C-POST-04). Drawn, that
+        rule hangs on a key left RECORDED: Cassandra's 80 store examples first ran it as late as
+        example 61 (docs/ci-gate.md, "reach")."""
+        if v.parse_key(ATOMIC_WALK_KEY) in self.oracle.state.commits:
+            return
+        self.reserve(key=ATOMIC_WALK_KEY, variant="same")
+        self.put_record(key=ATOMIC_WALK_KEY)
+        self.mark_published_and_committed(key=ATOMIC_WALK_KEY, publication=v.PUBLICATIONS[0])
 
     @initialize(target=reserved, key=STORE_KEYS)
     @step

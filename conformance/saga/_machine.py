@@ -92,6 +92,11 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
             # drawn, sqlite/saga first reached it in example 164 of one ci run's 200).
             self.catalog(op="activate_upload", index=0)
             self.start(key=key, payload=0, revoked=-1, fate="committed", definition="upload")
+        elif self.caps.routes:
+            # The other half, the upload still a candidate: the route walk, whose invalid route row
+            # blocks its activation (S-ROUTE-04; drawn, postgres/saga first met it as late as
+            # example 66 of 100: docs/ci-gate.md, "reach").
+            self.route_walk()
 
     # -- checks ----------------------------------------------------------------------------
 
