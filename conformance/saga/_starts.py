@@ -74,10 +74,11 @@ class StartRules(SagaMachineBase):
         """The first step of every example (``SagaMachine.opening``): one saga admitted, so
         deliveries have work from the first step (swarm testing may switch ``start`` off for a
         whole example); for odd keys it is a start without first-step input (S-START-10); for
-        every fourth, on a runtime that joins starts to a host's transaction, a joined start whose
+        even ones, on a runtime that joins starts to a host's transaction, a joined start whose
         eligibility is revoked at the host's own checkpoint (S-START-06: it passes the runtime's
-        gates; reached in every run, not by luck)."""
-        joined = key % 4 == 2 and self.caps.joined_starts
+        gates). Every fourth key was not enough: Hypothesis draws an example's first choice from
+        the examples before it, and one random PostgreSQL seed opened 87 examples without 2 or 6."""
+        joined = key % 2 == 0 and self.caps.joined_starts
         self._start(
             key, 0, 1 if joined else -1, "committed", form="none" if key % 2 else "declared", joined=joined
         )
