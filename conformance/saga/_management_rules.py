@@ -249,11 +249,11 @@ class ManagementRules(SagaMachineBase):
         if not self.caps.management:
             return
         for saga_id in sorted(self.model.instances):
+            if not m.is_paused(self.model, saga_id):
+                continue
             for _ in asking_again():
                 # A contended database may refuse the resume on every attempt of one call (S-TX-01):
                 # the operator asks again, since a saga left paused defers its results for ever.
-                if not m.is_paused(self.model, saga_id):
-                    break
                 tenant = self.model.instances[saga_id].definition.tenant
                 operation_id = f"resume-{saga_id}-{m.control_of(self.model, saga_id).revision}"
                 self._manage(
@@ -261,6 +261,8 @@ class ManagementRules(SagaMachineBase):
                         m.ManagementAction.RESUME, OPERATOR, tenant, saga_id, operation_id, now_ms=self.now
                     )
                 )
+                if not m.is_paused(self.model, saga_id):
+                    break  # checked after the call: asking_again pauses before the next attempt
             if m.is_paused(self.model, saga_id):
                 raise HarnessEnvironmentError(
                     f"the database refused the operator's resume of a paused saga {ASK_AGAIN_TRIES} times"
