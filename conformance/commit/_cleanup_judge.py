@@ -3,7 +3,8 @@
 ``conformance._cleanup.Namespaces.passed`` drops a passing example's namespaces, opens each again
 with its factory and hands the reopened object here. A store must load none of the keys the model
 held, find nothing to recover a day later and show no history in any conversation the model
-wrote to; a ``ListableOutbox`` must list no entry. Reads only: the namespace is empty, so a read
+wrote to (``model.commit.drop_namespace``: the state of a namespace never written); a
+``ListableOutbox`` must list no entry. Reads only: the namespace is empty, so a read
 writes nothing a later drop would have to remove. No call here draws from Hypothesis.
 """
 
@@ -16,7 +17,9 @@ from typing import Any
 from conformance.commit import _vocabulary as v
 from conformance.commit._oracle import StoreOracle
 from impls.api import InMemoryMembership, ListableOutbox, MessageStore
-from model.commit import MAX_SCAN_ITEMS, MessageStoreError
+from model.commit import MAX_SCAN_ITEMS, MessageStoreError, StoreErrorKind
+
+_OUTAGES = frozenset({StoreErrorKind.UNAVAILABLE, StoreErrorKind.OUTCOME_UNKNOWN})
 
 
 class CommitCleanupJudge:
@@ -40,7 +43,14 @@ class CommitCleanupJudge:
         return bool(self.oracle.conversation_of)
 
     def leftovers(self, reopened: object) -> str | None:
-        found: str | None = self.run(self._leftovers(reopened))
+        """An outage (UNAVAILABLE, OUTCOME_UNKNOWN) is raised: no verdict. Any other refusal of a
+        read on an emptied namespace (CORRUPT: half a commit left behind) is data left."""
+        try:
+            found: str | None = self.run(self._leftovers(reopened))
+        except MessageStoreError as error:
+            if error.kind in _OUTAGES:
+                raise
+            return f"a read of the emptied namespace failed as {error.kind.value}"
         return found
 
     async def _leftovers(self, reopened: object) -> str | None:
