@@ -78,8 +78,14 @@ class CleanupJudge(Protocol):
     def leftovers(self, reopened: object) -> str | None:
         """What an object opened again on a dropped namespace still reads (None: nothing)."""
 
-    def holds_data(self) -> bool:
-        """The model holds data in the example's namespace (so the listing must name it)."""
+    #: Whether a listing after the drop may still name the namespace (False: judged, it may not).
+    lists_dropped: bool
+    #: Whether a listing may be empty while the namespace holds data (storage of the object's own).
+    may_list_nothing: bool
+
+    def holds_data(self, live: object) -> bool:
+        """The example's namespace holds data (so a listing that names any namespace names it);
+        ``live`` is the example's own object, before its drop."""
 
 
 def namespace_stamp(now: float | None = None) -> str:
@@ -206,8 +212,9 @@ class Namespaces:
         leaves nothing; the example's own objects drop too; the listing no longer names it."""
         first = owners[0]
         namespace = namespace_of(first)
-        if judge.holds_data():
-            wrong = _wrong_listing(_settle(first.value.namespaces(), run), namespace, live=True)
+        if judge.holds_data(first.value):
+            listed = _listing(first, run, judge)
+            wrong = _wrong_listing(listed, namespace, live=True, may_list_nothing=judge.may_list_nothing)
             if wrong is not None:
                 return Violation(
                     judge.cleanup_rule, wrong, {"namespace": namespace, "object": _type_name(first.value)}
@@ -237,7 +244,9 @@ class Namespaces:
         violation = self._drop_own(owners, run, judge)
         if violation is not None:
             return violation
-        wrong = _wrong_listing(_settle(first.value.namespaces(), run), namespace, live=False)
+        if judge.lists_dropped:
+            return None
+        wrong = _wrong_listing(_listing(first, run, judge), namespace, live=False)
         if wrong is not None:
             return Violation(
                 judge.cleanup_rule, wrong, {"namespace": namespace, "object": _type_name(first.value)}
@@ -278,13 +287,28 @@ def _reopened(item: Opened, run: Runner, leftovers: Callable[[object], str | Non
             _settle(value.close(), run)
 
 
-def _wrong_listing(names: object, namespace: str | None, *, live: bool) -> str | None:
+def _listing(item: Opened, run: Runner, judge: CleanupJudge) -> object:
+    """``item``'s listing; an exception of a foreign type is what it lists (a wrong listing)."""
+    try:
+        return _settle(item.value.namespaces(), run)
+    except judge.environment:
+        raise
+    except Exception as error:
+        return error
+
+
+def _wrong_listing(
+    names: object, namespace: str | None, *, live: bool, may_list_nothing: bool = False
+) -> str | None:
     """What is wrong with a listing (None: nothing): a name that is no string, the live namespace
-    missing, or (``live`` False) the dropped one still named."""
+    missing (``may_list_nothing``: a backend whose storage is its own may list nothing at all), or (``live`` False) the
+    dropped one still named."""
+    if isinstance(names, Exception):
+        return f"the namespace listing raised {type(names).__name__}"
     listed = list(names) if isinstance(names, (list, tuple)) else None
     if listed is None or any(not isinstance(name, str) for name in listed):
         return f"the namespace listing is not a list of names: {names!r:.200}"
-    if live and namespace not in listed:
+    if live and (listed or not may_list_nothing) and namespace not in listed:
         return f"the namespace listing omits the example's namespace, which holds data ({len(listed)} listed)"
     if not live and namespace in listed:
         return "the namespace listing still names the example's namespace after its drop reported success"

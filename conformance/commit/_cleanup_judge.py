@@ -17,7 +17,7 @@ from typing import Any
 from conformance.commit import _vocabulary as v
 from conformance.commit._oracle import StoreOracle
 from impls.api import InMemoryMembership, ListableOutbox, MessageStore
-from model.commit import MAX_SCAN_ITEMS, MessageStoreError, StoreErrorKind
+from model.commit import MAX_SCAN_ITEMS, MessageStoreError, StoreErrorKind, holds_data
 
 _OUTAGES = frozenset({StoreErrorKind.UNAVAILABLE, StoreErrorKind.OUTCOME_UNKNOWN})
 
@@ -39,8 +39,12 @@ class CommitCleanupJudge:
     ) -> None:
         self.oracle, self.membership, self.now, self.run = oracle, membership, now, run
 
-    def holds_data(self) -> bool:
-        return bool(self.oracle.conversation_of)
+    lists_dropped = False
+    may_list_nothing = False  # the memory store lists its own namespace while it holds data
+
+    def holds_data(self, live: object) -> bool:
+        """The model's state (``model.commit.holds_data``): the live object is not asked."""
+        return holds_data(self.oracle.state)
 
     def leftovers(self, reopened: object) -> str | None:
         """An outage (UNAVAILABLE, OUTCOME_UNKNOWN) is raised: no verdict. Any other refusal of a

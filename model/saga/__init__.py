@@ -378,6 +378,7 @@ from ._start import checkpoints as checkpoints
 from ._start import start_digest_for as start_digest_for
 from ._start import start_saga as start_saga
 from ._store import CatalogSnapshot as CatalogSnapshot
+from ._store import drop_namespace as drop_namespace
 from ._store import CommandPublished as CommandPublished
 from ._store import InstanceReleased as InstanceReleased
 from ._store import OrchestratorStore as OrchestratorStore
