@@ -224,17 +224,19 @@ class Namespaces:
                 value = _settle(item.factory(*item.args, **item.kwargs), run)
             except judge.environment:
                 continue
+            # Closed only after the read-back: closing the memory saga backend forgets its namespace.
             try:
-                _settle(value.drop_namespace(), run)
-            except Exception as error:
-                self.failed_drops += 1
-                if judge.foreign_error_rule is not None and not isinstance(error, judge.environment):
-                    return _foreign(judge, item, error)
-                continue
+                try:
+                    _settle(value.drop_namespace(), run)
+                except Exception as error:
+                    self.failed_drops += 1
+                    if judge.foreign_error_rule is not None and not isinstance(error, judge.environment):
+                        return _foreign(judge, item, error)
+                    continue
+                found = _reopened(item, run, judge.leftovers)
             finally:
                 with contextlib.suppress(Exception):
                     _settle(value.close(), run)
-            found = _reopened(item, run, judge.leftovers)
             if found is not None:
                 return Violation(
                     judge.cleanup_rule,
@@ -301,8 +303,8 @@ def _wrong_listing(
     names: object, namespace: str | None, *, live: bool, may_list_nothing: bool = False
 ) -> str | None:
     """What is wrong with a listing (None: nothing): a name that is no string, the live namespace
-    missing (``may_list_nothing``: a backend whose storage is its own may list nothing at all), or (``live`` False) the
-    dropped one still named."""
+    missing (``may_list_nothing``: a backend whose storage is its own may list nothing at all),
+    or (``live`` False) the dropped one still named."""
     if isinstance(names, Exception):
         return f"the namespace listing raised {type(names).__name__}"
     listed = list(names) if isinstance(names, (list, tuple)) else None

@@ -10,11 +10,14 @@ drop_leaves_data       C-POST-12   ``drop_namespace`` unlinks the commit hashes 
 listing_misnames       C-POST-12   ``namespaces`` lists each namespace by its key prefix
                                    (``rt:{ns}``), not by the name it was opened with, so
                                    ``conformance clean`` would never recognise the harness's own
+saga_drop_keeps_rows   S-TX-04     the memory saga backend's ``drop_namespace`` returns and
+                                   deletes nothing (a saga backend, ``--saga-backend``)
 =====================  ==========  ==============================================================
 
 Run one::
 
     conformance run --store examples.cleanup_stores:drop_leaves_data --suite store
+    conformance run --saga-backend examples.cleanup_stores:saga_drop_keeps_rows --suite saga
 
 ``CLEANUP_STORES`` maps each factory to ``(suite, rule)``.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 from impls.api import MembershipDirectory
 from impls.redis import RedisMessageStore, fakeredis_client
+from impls.saga.memory._backend import MemorySagaBackend
 
 
 class DropLeavesData(RedisMessageStore):
@@ -39,6 +43,13 @@ class ListingMisnames(RedisMessageStore):
         return [f"rt:{{{namespace}}}" for namespace in await super().namespaces()]
 
 
+class SagaDropKeepsRows(MemorySagaBackend):
+    """S-TX-04: the drop reports success and deletes nothing."""
+
+    def drop_namespace(self) -> None:
+        return None
+
+
 async def drop_leaves_data(namespace: str, membership: MembershipDirectory) -> RedisMessageStore:
     return DropLeavesData(fakeredis_client(), namespace, membership)
 
@@ -47,7 +58,12 @@ async def listing_misnames(namespace: str, membership: MembershipDirectory) -> R
     return ListingMisnames(fakeredis_client(), namespace, membership)
 
 
+def saga_drop_keeps_rows(namespace: str) -> MemorySagaBackend:
+    return SagaDropKeepsRows(namespace)
+
+
 CLEANUP_STORES: dict[str, tuple[str, str]] = {
+    "saga_drop_keeps_rows": ("saga", "S-TX-04"),
     "drop_leaves_data": ("store", "C-POST-12"),
     "listing_misnames": ("store", "C-POST-12"),
 }
