@@ -83,6 +83,9 @@ class CleanupJudge(Protocol):
     #: Whether a listing may be empty while the namespace holds data (storage of the object's own).
     may_list_nothing: bool
 
+    def reached(self, target: str) -> None:
+        """Note a coverage target (``namespace-read-back``, ``namespace-listing-judged``)."""
+
     def holds_data(self, live: object) -> bool:
         """The example's namespace holds data (so a listing that names any namespace names it);
         ``live`` is the example's own object, before its drop."""
@@ -205,6 +208,7 @@ class Namespaces:
                     "the drop reported success, but the namespace still holds data when opened again",
                     {"namespace": namespace_of(item), "object": _type_name(item.value), "left": found},
                 )
+        judge.reached("namespace-read-back")
         return None
 
     def _listed_drop(self, owners: Sequence[Opened], run: Runner, judge: CleanupJudge) -> Violation | None:
@@ -253,6 +257,8 @@ class Namespaces:
             return Violation(
                 judge.cleanup_rule, wrong, {"namespace": namespace, "object": _type_name(first.value)}
             )
+        judge.reached("namespace-read-back")
+        judge.reached("namespace-listing-judged")
         return None
 
     def failed(self, opened: Sequence[Opened]) -> None:

@@ -36,8 +36,10 @@ class CommitCleanupJudge:
         membership: InMemoryMembership,
         now: int,
         run: Callable[[Awaitable[Any]], Any],
+        reached: Callable[[str], None],
     ) -> None:
         self.oracle, self.membership, self.now, self.run = oracle, membership, now, run
+        self.reached = reached
 
     lists_dropped = False
     may_list_nothing = False  # the memory store lists its own namespace while it holds data

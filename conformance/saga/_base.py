@@ -203,7 +203,7 @@ class SagaMachineBase(ConformanceMachine):
 
     def cleanup_judge(self) -> SagaCleanupJudge:
         """S-TX-04: a dropped backend namespace, opened again, lists nothing (``_cleanup_judge``)."""
-        return SagaCleanupJudge()
+        return SagaCleanupJudge(self.context.reach)
 
     def close(self) -> None:
         self.runtime.close()

@@ -13,6 +13,8 @@ from Hypothesis.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from impls.saga import SagaBackend, SagaBackendError
 
 
@@ -25,6 +27,9 @@ class SagaCleanupJudge:
     environment: tuple[type[BaseException], ...] = (SagaBackendError,)
     lists_dropped = True
     may_list_nothing = True
+
+    def __init__(self, reached: Callable[[str], None]) -> None:
+        self.reached = reached
 
     def holds_data(self, live: object) -> bool:
         return self.leftovers(live) is not None
