@@ -52,7 +52,9 @@ from model.commit._store import HistoryRecord as HistoryRecord
 from model.commit._store import Move as Move
 from model.commit._store import StoreOperation as StoreOperation
 from model.commit._store import StoreState as StoreState
+from model.commit._store import drop_namespace as drop_namespace
 from model.commit._store import history_page as history_page
+from model.commit._store import holds_data as holds_data
 from model.commit._store import load_commit as load_commit
 from model.commit._store import load_commit_for_request as load_commit_for_request
 from model.commit._store import mark_committed as mark_committed

@@ -119,6 +119,14 @@ RULES: Mapping[str, str] = {
         "(in flight or expired) is visible as such; the first entry is returned even over "
         "`max_bytes`."
     ),
+    "C-POST-12": (
+        "*(Ratchet decision, issue 19 item 7)* A `drop_namespace` that returns without an error has "
+        "removed everything of its namespace: the namespace opened again reads as never written (no "
+        "commit loads, nothing is recoverable, no history, an outbox lists nothing). `namespaces` "
+        "names every namespace that holds data, by the name it was opened with, and no dropped one. "
+        "A drop that fails with `MessageStoreError` (an outage) is no verdict: its leftovers are "
+        "for `conformance clean`."
+    ),
     "C-ERR-01": (
         "The store boundary exposes only `MessageStoreError`; no backend conditional-write error, "
         "key, table or script text crosses it."

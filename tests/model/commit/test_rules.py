@@ -37,8 +37,10 @@ from model.commit import (
     StoreOperation,
     StoreState,
     canonical_identity,
+    drop_namespace,
     fault_points_for,
     history_page,
+    holds_data,
     identity_matches,
     is_valid_client_message_id,
     legacy_full_identity,
@@ -327,6 +329,17 @@ def test_scan_orders_oldest_first_then_key_and_bounds_items() -> None:
     for bad in (0, 1001):
         outcome = scan_recoverable_commits(state, 100, bad)
         assert isinstance(outcome, MessageStoreError) and outcome.kind is StoreErrorKind.INVALID_ARGUMENT
+
+
+# C-POST-12 a dropped namespace ------------------------------------------------------------------
+def test_dropped_namespace_holds_nothing() -> None:
+    state, created = reserved(StoreState(), send("m1"), 5)
+    state, _ = put_record(state, created.intent)
+    assert holds_data(state) and not holds_data(StoreState())
+    dropped = drop_namespace(state)
+    assert dropped == StoreState() and not holds_data(dropped)
+    assert load_commit(dropped, created.intent.key, created.intent.conversation) is None
+    assert scan_recoverable_commits(dropped, 100, 10) == []
 
 
 # C-PRE-05 / C-POST-11 history -------------------------------------------------------------------
