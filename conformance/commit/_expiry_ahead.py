@@ -18,23 +18,47 @@ wrong value is then judged by the quiescence reads at each registered expiry's e
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
 
+from conformance._machine import RunContext
 from conformance._violations import HarnessEnvironmentError
 from conformance.commit._judge import show, uncertain_rule
 from conformance.commit._vocabulary import key_name
+from impls.api import InMemoryMembership, MessageStore
 from model.commit import (
     CommitKey,
     HistoryDirection,
     HistoryPage,
     HistoryQuery,
     MessageStoreError,
+    StoreState,
     register_expiry_ahead,
 )
 from model.commit import history_page as model_history_page
 
-if TYPE_CHECKING:
-    from conformance.commit._oracle import StoreOracle
+T = TypeVar("T")
+
+
+class StoreOracle(Protocol):
+    """What of ``conformance.commit._oracle.StoreOracle`` this uses (that module imports this one)."""
+
+    state: StoreState
+    real: MessageStore
+    membership: InMemoryMembership
+    context: RunContext
+    note: Callable[[str], None]
+    outage: Callable[[], Awaitable[None]] | None
+
+    @property
+    def atomic(self) -> bool: ...
+
+    def fail(self, rule_id: str, message: str, **context: Any) -> BaseException: ...
+
+    async def call_real(
+        self, op: str, key: CommitKey | None, call: Callable[[], Awaitable[T]]
+    ) -> T | MessageStoreError: ...
+
 
 #: The calls whose uncertain failure may leave the expiry registered ahead (non-atomic stores).
 EXPIRY_OPS = frozenset({"mark_committed", "mark_published_and_committed"})
