@@ -37,6 +37,7 @@ from model.commit._errors import CommitError as CommitError
 from model.commit._errors import CommitErrorKind as CommitErrorKind
 from model.commit._errors import MessageStoreError as MessageStoreError
 from model.commit._errors import StoreErrorKind as StoreErrorKind
+from model.commit._expiry_ahead import register_expiry_ahead as register_expiry_ahead
 from model.commit._identity import DIGEST_HEADER as DIGEST_HEADER
 from model.commit._identity import LEGACY_HEADER as LEGACY_HEADER
 from model.commit._identity import canonical_identity as canonical_identity
@@ -60,7 +61,6 @@ from model.commit._store import mark_outbox_published as mark_outbox_published
 from model.commit._store import mark_published_and_committed as mark_published_and_committed
 from model.commit._store import put_record as put_record
 from model.commit._store import recovery_order as recovery_order
-from model.commit._store import register_expiry_ahead as register_expiry_ahead
 from model.commit._store import reserve as reserve
 from model.commit._store import scan_recoverable_commits as scan_recoverable_commits
 from model.commit._validation import MAX_BODY_BYTES as MAX_BODY_BYTES
