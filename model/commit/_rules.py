@@ -91,7 +91,9 @@ RULES: Mapping[str, str] = {
         "`mark_committed`. If the second step fails, `OUTBOXED` and its publication stay as a "
         "recoverable fact, and `resume`'s Outboxed branch calls `mark_committed` later. Scylla uses "
         "this default two-step conditional write and claims neither a single LWT nor cross-table "
-        "atomicity."
+        "atomicity. *Ratchet decision:* such a store may register the history expiry due at commit "
+        "before OUTBOXED → COMMITTED, so that no success lacks it (C-POST-05); a `mark_committed` "
+        "that fails between the two leaves OUTBOXED with that very expiry registered, which is legal."
     ),
     "C-POST-07": (
         "In the Recorded branch the committer obtains the outbox's durable ack, passes fault point "

@@ -51,6 +51,7 @@ from model.commit import (
     mark_published_and_committed,
     next_step,
     put_record,
+    register_expiry_ahead,
     reserve,
     reserve_identity_digest,
     scan_recoverable_commits,
@@ -274,6 +275,25 @@ def test_commit_removes_candidate_and_registers_expiry() -> None:
     assert not isinstance(before, MessageStoreError) and not isinstance(at, MessageStoreError)
     assert len(before.entries) == 1 and at.entries == ()
     assert at.available_from is None and at.available_through == 1  # expired, not lost
+
+
+def test_expiry_registered_ahead_is_the_due_one_on_an_outboxed_commit_only() -> None:
+    """C-POST-06 / C-POST-05: a two-step store may register the due expiry before OUTBOXED ->
+    COMMITTED; the state it leaves is the commit unchanged with the expiry a commit would register."""
+    request = send()
+    state, created = reserved(StoreState(), request, at=100)
+    assert register_expiry_ahead(state, created.intent) == state  # RESERVED: no entry to expire
+    state, _ = put_record(state, created.intent)
+    assert register_expiry_ahead(state, created.intent) == state  # RECORDED: no publication yet
+    state, _ = mark_outbox_published(state, created.intent, PUB)
+    ahead = register_expiry_ahead(state, created.intent)
+    assert ahead.commits == state.commits
+    committed_state, _ = mark_committed(state, created.intent)
+    assert ahead.history == committed_state.history  # the very expiry the commit registers
+    assert ahead != state
+    other = attrs.evolve(created.intent, delivery=attrs.evolve(created.intent.delivery, retention_ms=1))
+    assert register_expiry_ahead(state, other) == state  # not the reserved intent
+    assert register_expiry_ahead(committed_state, created.intent) == committed_state
 
 
 # C-POST-01 --------------------------------------------------------------------------------------
