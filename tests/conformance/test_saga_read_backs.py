@@ -26,7 +26,7 @@ def _runtime(tmp_path: Path, namespace: str) -> RatchetRuntime:
     def factory(ns: str) -> SagaBackend:
         return open_sqlite_saga_backend(ns, str(tmp_path / f"{ns}.db"))
 
-    return RatchetRuntime(factory, namespace, lambda _point: m.CommitFate.COMMIT, SuiteStats())
+    return RatchetRuntime(factory, namespace, lambda _point: m.CommitFate.COMMITTED, SuiteStats())
 
 
 def _write_effect(backend: SagaBackend, effect_id: str) -> None:
