@@ -28,7 +28,7 @@ import time
 import uuid
 from collections import Counter
 from collections.abc import Awaitable, Callable
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar, TypeVar, cast
 
 import attrs
 from hypothesis.stateful import RuleBasedStateMachine
@@ -241,7 +241,7 @@ class ConformanceMachine(RuleBasedStateMachine):
         super().__init__()
         self.loop = asyncio.new_event_loop()
         self.program: list[Step] = []
-        self.trace: list[str] = []  # what the system under test was asked in the current step
+        self.trace = []  # what the system under test was asked in the current step
         self.failed = False
         self.cut_short = False  # a step was stopped before it ran (budget, signal, peer) or part-way
         self.context.stats.examples += 1
@@ -255,9 +255,24 @@ class ConformanceMachine(RuleBasedStateMachine):
     def run(self, coro: Awaitable[T]) -> T:
         return self.loop.run_until_complete(coro)
 
-    def note(self, line: str) -> None:
-        if len(self.trace) < 200:
-            self.trace.append(line)
+    def note(self, line: str | Callable[[], str]) -> None:
+        """One line of the step's trace; a callable is called only when the trace is read (a
+        failure's report, a test): most steps pass, and their lines are never shown."""
+        if len(self._trace) < 200:
+            self._trace.append(line)
+
+    @property
+    def trace(self) -> list[str]:
+        """The current step's trace lines, the lazy ones formatted now (and kept formatted)."""
+        lines = self._trace
+        for index, line in enumerate(lines):
+            if not isinstance(line, str):
+                lines[index] = line()
+        return cast(list[str], lines)
+
+    @trace.setter
+    def trace(self, lines: list[str]) -> None:
+        self._trace: list[str | Callable[[], str]] = list(lines)
 
     # --- hooks for suites ---------------------------------------------------------------------
 

@@ -188,8 +188,9 @@ class SagaMachineBase(ConformanceMachine):
     def expect(self, rule_id: str, expected: object, actual: object) -> None:
         """The runtime's outcome must be the model's, at the resolution the runtime shows."""
         projected = self.runtime.project(expected)
-        self.note(f"model: {show(projected)}")
-        self.note(f"runtime: {show(actual)}")
+        # Shown only when the trace is read (a failure): the outcomes are frozen values.
+        self.note(lambda: f"model: {show(projected)}")
+        self.note(lambda: f"runtime: {show(actual)}")
         if projected != actual and actual == self.runtime.project(m.RolledBack()) and self.undo_if_refused():
             # A unit with no fate in the model (a claim, a catalog write) that the database refused
             # on every attempt: nothing of it happened (S-TX-01).

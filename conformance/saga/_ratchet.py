@@ -9,7 +9,7 @@ copy (``conformance._fresh``), as values decoded off a wire would: equal, never 
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any, cast
+from typing import Any, TypeVar, cast
 
 from prometheus_client import CollectorRegistry
 
@@ -52,6 +52,8 @@ from impls.saga import (
     with_facts,
 )
 from model import saga as m
+
+R = TypeVar("R")
 
 
 def _receipt(tx: SagaTransaction, saga_id: str) -> ReceiptRow | str | None:
@@ -102,10 +104,14 @@ class RatchetRuntime:
         self._stats = stats
         #: role ("orchestrator" or an owner) -> the real backend object it runs on
         self._raw: dict[str, SagaBackend] = {}
+        #: role -> the timed seam over it, the one the runtime and the read-backs go through
+        self._timed: dict[str, TimedBackend] = {}
         # One metrics source for the orchestrator and both participants, each on its own backend
         # (S-OBS-04); the harness's clock never moves during a call, so durations are exactly 0.
         self.metrics = self.metrics_class(CollectorRegistry(), clock=lambda: 0.0)
         self.transactions = TransactionLog()  # every role's, in the order the runtime began them
+        #: (role, what) -> (the role's backend generation when read, the read-back); see ``_kept``
+        self._reads: dict[tuple[str, str], tuple[int, Any]] = {}
         self.orch_backend = self._open("orchestrator")
         self.orch = self._orchestrator(self.orch_backend)
         self.mgmt = Management(self.orch)
@@ -115,12 +121,16 @@ class RatchetRuntime:
         suffix = "o" if role == "orchestrator" else role
         backend = open_backend(self._factory, f"{self._namespace}{suffix}")
         self._raw[role] = backend
-        return cast(SagaBackend, TimedBackend(backend, self._stats, self.transactions, self._refusals))
+        namespace = f"{self._namespace}{suffix}"
+        timed = TimedBackend(backend, self._stats, self.transactions, self._refusals, namespace)
+        self._timed[role] = timed
+        return cast(SagaBackend, timed)
 
     def reopen(self, role: str) -> None:
         """Close ``role``'s backend object, open a new one on its namespace and build the runtime
         anew on it: whatever the process kept is gone, only the rows remain (the reopen fault)."""
         self._raw.pop(role).close()
+        self.forget_reads()  # a read-back is the old object's; the new one's rows are read afresh
         fresh = self._open(role)
         if role == "orchestrator":
             self.orch_backend = fresh
@@ -138,6 +148,31 @@ class RatchetRuntime:
     def _participant(self, owner: str, backend: SagaBackend) -> Participant:
         config = w.participant_config(owner)
         return self.participant_class(backend, config, fates=self._fates, metrics=self.metrics)
+
+    def forget_reads(self) -> None:
+        """Read every role's rows afresh next time: something no seam of this process sees may
+        have changed them (a server killed and restarted on its data directory, a reopen)."""
+        self._reads.clear()
+
+    def _kept(self, role: str, what: str, read: Callable[[TimedBackend], R]) -> R:
+        """``read`` of ``role``'s rows, or the same read-back again while nothing can have written.
+
+        Why that is safe: every transaction begun on the role's namespace in this process, by
+        any ``TimedBackend`` object (the runtime's, a reopened one, another party's), and every
+        other call on such a backend, moves its ``generation`` on; only the observer's own
+        read-only transactions do not (``TimedBackend.observe``: they roll back). An unchanged
+        generation means no unit ran there since the read, so the rows read the same, and so do
+        the checks ``read`` makes on them. What the seam cannot see, the harness says:
+        ``forget_reads`` on a server restart and a reopen. The read-back is an immutable value
+        the machine only compares (``Observation``, ``ParticipantObservation``...)."""
+        backend = self._timed[role]
+        generation = backend.generation
+        kept = self._reads.get((role, what))
+        if kept is not None and kept[0] == generation:
+            return cast(R, kept[1])
+        value = read(backend)
+        self._reads[(role, what)] = (generation, value)
+        return value
 
     def backends(self) -> tuple[SagaBackend, ...]:
         """The real backend objects, one per role."""
@@ -265,6 +300,9 @@ class RatchetRuntime:
     # -- read-backs: the backends' rows, raw
 
     def observe(self) -> Observation:
+        return self._kept("orchestrator", "instances", self._observe)
+
+    def _observe(self, backend: TimedBackend) -> Observation:
         def rows(tx: SagaTransaction) -> tuple[Any, ...]:
             listed = tx.list_instances()
             return (
@@ -276,7 +314,7 @@ class RatchetRuntime:
                 {r.saga_id: _receipt(tx, r.saga_id) for r in listed},
             )
 
-        instances, journal, commands, timers, controls, receipts = read_only(self.orch_backend, rows)
+        instances, journal, commands, timers, controls, receipts = backend.observe(rows)
         for instance in instances:
             # The start receipt is the start's unique key, written with the instance (S-START-03);
             # a replay is judged against it (S-START-02): it must name the instance's saga, its
@@ -313,8 +351,12 @@ class RatchetRuntime:
         )
 
     def observe_catalog(self) -> CatalogObservation:
-        definitions, capabilities = read_only(
-            self.orch_backend, lambda tx: (tx.list_definitions(), tx.list_capabilities())
+        return self._kept("orchestrator", "catalog", self._observe_catalog)
+
+    @staticmethod
+    def _observe_catalog(backend: TimedBackend) -> CatalogObservation:
+        definitions, capabilities = backend.observe(
+            lambda tx: (tx.list_definitions(), tx.list_capabilities())
         )
         return CatalogObservation(
             {r.key: (r.digest, r.document) for r in definitions},
@@ -323,9 +365,11 @@ class RatchetRuntime:
         )
 
     def observe_participant(self, owner: str) -> ParticipantObservation:
-        effects, results = read_only(
-            self.parts[owner].backend, lambda tx: (tx.list_effects(), tx.list_results())
-        )
+        return self._kept(owner, "facts", self._observe_participant)
+
+    @staticmethod
+    def _observe_participant(backend: TimedBackend) -> ParticipantObservation:
+        effects, results = backend.observe(lambda tx: (tx.list_effects(), tx.list_results()))
         for row in results:
             # The outbox row is found and marked by its key (S-PART-01): it must be its envelope's id.
             if row.message_id != row.envelope.message_id:

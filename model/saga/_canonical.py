@@ -22,10 +22,14 @@ give equal digests.
 
 from __future__ import annotations
 
+import functools
 import hashlib
-from typing import TypeAlias
+from collections.abc import Callable
+from typing import ParamSpec, TypeAlias, cast
 
 Canon: TypeAlias = "bool | int | str | bytes | tuple[Canon, ...] | None"
+
+P = ParamSpec("P")
 
 #: Domain tag mixed into every derived identity so ids never collide with digests.
 ID_DOMAIN = "ratchet.saga.id/1"
@@ -143,6 +147,14 @@ def derive_id(kind: str, *parts: Canon) -> str:
     backend derives the same id for the same fact.
     """
     return f"{kind}-{digest_of((ID_DOMAIN, kind, parts))[:24]}"
+
+
+#: An id function of the model (``saga_id_for``, ``command_id_for``...) remembered per arguments:
+#: the harness and the runtime derive the same few ids thousands of times a run (a twentieth of a
+#: memory/saga run went to hashing them again). Safe: the functions are pure, their arguments
+#: immutable, and ``typed`` keeps ``1`` and ``True`` (which encode differently) apart.
+def memoised_id(function: Callable[P, str]) -> Callable[P, str]:
+    return cast("Callable[P, str]", functools.lru_cache(maxsize=4096, typed=True)(function))
 
 
 def is_sha256_hex(text: str) -> bool:

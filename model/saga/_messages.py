@@ -16,21 +16,26 @@ from __future__ import annotations
 import attrs
 
 from ._canonical import derive_id
+from ._canonical import memoised_id as _ids
 from ._values import DefinitionKey, Phase, ResultKind, SagaPayload
 
 
+@_ids
 def saga_id_for(tenant: str, workflow: str, business_key: str) -> str:
     return derive_id("saga", tenant, workflow, business_key)
 
 
+@_ids
 def effect_id_for(saga_id: str, step_index: int, phase: Phase) -> str:
     return derive_id("eff", saga_id, step_index, phase.value)
 
 
+@_ids
 def command_id_for(effect_id: str, attempt: int) -> str:
     return derive_id("cmd", effect_id, attempt)
 
 
+@_ids
 def result_message_id_for(command_id: str) -> str:
     return derive_id("res", command_id)
 

@@ -18,9 +18,11 @@ from typing import TypeAlias
 import attrs
 
 from ._canonical import derive_id
+from ._canonical import memoised_id as _ids
 from ._errors import NoSuchTimer, StaleFencingToken, TimerLeased, TimerNotDue
 
 
+@_ids
 def timer_id_for(command_id: str) -> str:
     """The timeout timer of one command (S-ID-01)."""
     return derive_id("tmr", command_id)
