@@ -47,6 +47,7 @@ from conformance.saga._port import (
     model_participant,
 )
 from conformance.saga._starts import StartRules
+from conformance.saga._stored_rows import audit_stored_rows, inspected
 from conformance.saga._timer_rules import TimerRules
 from model import saga as m
 
@@ -73,6 +74,10 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
     def __init__(self) -> None:
         super().__init__()
         self._catalog_setup()
+        inspectors = [inspector for _, _, inspector in inspected(self.raw_runtime)]
+        if inspectors:  # what saga_targets reads: the stored-row audit's targets apply (S-TX-03)
+            decodes = any(inspector.decodes for inspector in inspectors)
+            self.context.stats.details["stored-rows"] = "decodes" if decodes else "values"
 
     @initialize(key=indexes)
     def opening(self, key: int) -> None:
@@ -293,6 +298,7 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
         for saga_id, stored in self.runtime.observe().instances.items():
             if stored.status not in m.SETTLED_STATUSES:
                 raise Violation("S-STEP-07", "a stored saga is not settled", {"saga_id": saga_id})
+        audit_stored_rows(self)  # malformed stored rows are refused as CORRUPT (S-TX-03)
         check_metrics(self)  # the metrics against the harness's ledger (S-OBS-*)
         self.release_settled()  # every finished saga goes, the others are refused (S-CAT-11)
 
