@@ -264,6 +264,9 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
         which rules swarm testing happened to switch on.
         """
         self.fate = m.CommitFate.COMMITTED
+        planted: set[tuple[str, str]] = set()
+        # Malformed stored rows are refused as CORRUPT (S-TX-03), while timers are still stored.
+        audit_stored_rows(self, planted)
         for key, business_key in enumerate(w.BUSINESS_KEYS):
             if m.saga_id_for(w.KEY.tenant, w.KEY.workflow, business_key) not in self.model.receipts:
                 self._start(key, 0, -1, "committed")
@@ -298,7 +301,7 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
         for saga_id, stored in self.runtime.observe().instances.items():
             if stored.status not in m.SETTLED_STATUSES:
                 raise Violation("S-STEP-07", "a stored saga is not settled", {"saga_id": saga_id})
-        audit_stored_rows(self)  # malformed stored rows are refused as CORRUPT (S-TX-03)
+        audit_stored_rows(self, planted)  # the kinds stored only now: audit rows (S-TX-03)
         check_metrics(self)  # the metrics against the harness's ledger (S-OBS-*)
         self.release_settled()  # every finished saga goes, the others are refused (S-CAT-11)
 

@@ -7,7 +7,8 @@ example's choice sequence stays as it was. For each role's backend:
 1. the stored form is compared with the model where reads could lie consistently: each instance
    row's status and revision, and the journal's keys (a backend that stored something else and
    decoded it back consistently would pass every read-back of ``after_step``);
-2. on a backend that decodes its rows (``decodes``), one stored row of each kind found is made
+2. on a backend that decodes its rows (``decodes``), one stored row of each kind found (at the
+   start of quiescence or, for a kind not stored then, at its end) is made
    malformed in each of the ways ``MALFORMED`` lists (text an enum column cannot hold, NULL where
    a number or a blob must be), and every read of that kind (``READS``) must refuse it with
    ``SagaBackendError(CORRUPT)``: a foreign exception, another error kind or a value (the row
@@ -126,8 +127,11 @@ def _read(backend: SagaBackend, read: Read, key: Key) -> object:
     return outcome
 
 
-def audit_stored_rows(machine: SagaMachine) -> None:
-    """S-TX-03 over every role's backend (module docstring); nothing is drawn."""
+def audit_stored_rows(machine: SagaMachine, planted: set[tuple[str, str]]) -> None:
+    """S-TX-03 over every role's backend (module docstring); nothing is drawn. Called at the start
+    of quiescence, while timers and unpublished commands are still stored, and at its end, after
+    the operator's actions wrote audit rows: ``planted`` (role, kind) is what the earlier call
+    already planted in this example, which the later one leaves alone."""
     found = inspected(machine.raw_runtime)
     if not found:
         return
@@ -135,9 +139,10 @@ def audit_stored_rows(machine: SagaMachine) -> None:
         _compare_stored_form(machine, role, inspector)
         if inspector.decodes:
             for kind, forms in MALFORMED.items():
-                rows = inspector.read_raw(kind)
+                rows = [] if (role, kind) in planted else inspector.read_raw(kind)
                 if rows:
                     _plant(machine, role, backend, inspector, kind, forms, rows[0])
+                    planted.add((role, kind))
     machine.after_step()
 
 
