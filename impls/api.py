@@ -32,6 +32,7 @@ from model.commit import (
     TimestampMillis,
     UserId,
 )
+from model.saga import STORED_ROW_KINDS
 
 
 @runtime_checkable
@@ -158,10 +159,7 @@ class StoreInspector(Protocol):
 
 
 #: The stored row kinds of a saga backend a ``SagaInspector`` reads and writes (S-TX-03).
-SAGA_ROW_KINDS = (
-    "definition", "capability", "receipt", "instance", "journal", "command", "timer", "gate",
-    "result", "control", "audit",
-)  # fmt: skip
+SAGA_ROW_KINDS = STORED_ROW_KINDS
 
 
 @runtime_checkable

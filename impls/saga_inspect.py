@@ -19,6 +19,7 @@ from impls.api import SAGA_ROW_KINDS, SagaInspector
 from impls.saga.memory import MemorySagaBackend
 from impls.sql._inspect import SqlSagaInspector
 from impls.sql._saga import SqlSagaBackend
+from model.saga import DefinitionKey
 
 #: Row kind -> the attribute of ``Tables`` holding it (a dict: key -> row value).
 MEMORY_TABLES: Mapping[str, str] = {
@@ -40,8 +41,8 @@ assert tuple(MEMORY_TABLES) == SAGA_ROW_KINDS
 def _key(key: object) -> tuple[object, ...]:
     if isinstance(key, tuple):
         return key
-    if attrs.has(type(key)):
-        return attrs.astuple(key, recurse=False)  # a DefinitionKey: (tenant, workflow, version)
+    if isinstance(key, DefinitionKey):
+        return (key.tenant, key.workflow, key.version)
     return (key,)
 
 

@@ -22,6 +22,7 @@ one) are required where the port is offered (``conformance/saga/suites.py``).
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -60,7 +61,9 @@ MALFORMED: Mapping[str, tuple[Mapping[str, object], ...]] = {
 READS: Mapping[str, Mapping[str, Read]] = {
     "definition": {
         "list_definitions": lambda tx, key: tx.list_definitions(),
-        "load_definition": lambda tx, key: tx.load_definition(m.DefinitionKey(*key)),
+        "load_definition": lambda tx, key: tx.load_definition(
+            m.DefinitionKey(str(key[0]), str(key[1]), int(str(key[2])))
+        ),
     },
     "capability": {"list_capabilities": lambda tx, key: tx.list_capabilities()},
     "receipt": {"load_receipt": lambda tx, key: tx.load_receipt(key[0])},
@@ -120,10 +123,9 @@ def _read(backend: SagaBackend, read: Read, key: Key) -> object:
         except Exception as exc:  # a foreign exception is the finding, not the harness's error
             return exc
         finally:
-            try:
+            # The read's own answer stands; a broken connection reconnects on the next begin.
+            with contextlib.suppress(SagaBackendError):
                 tx.rollback()
-            except SagaBackendError:
-                pass  # the read's own answer stands; a broken connection reconnects on begin
     return outcome
 
 
@@ -151,7 +153,8 @@ def _compare_stored_form(machine: SagaMachine, role: str, inspector: SagaInspect
         return
     stored = {key[0]: fields for key, fields in inspector.read_raw("instance")}
     expected = {
-        saga_id: (instance.status.value, instance.revision) for saga_id, instance in machine.model.instances.items()
+        saga_id: (instance.status.value, instance.revision)
+        for saga_id, instance in machine.model.instances.items()
     }
     actual = {
         saga_id: (getattr(fields.get("status"), "value", fields.get("status")), fields.get("revision"))
@@ -168,7 +171,10 @@ def _compare_stored_form(machine: SagaMachine, role: str, inspector: SagaInspect
         raise Violation(
             "S-TX-03",
             "the stored journal's keys differ from the model's transitions",
-            {"expected": show(sorted((e.saga_id, e.revision) for e in machine.model.journal)), "actual": show(journal)},
+            {
+                "expected": show(sorted((e.saga_id, e.revision) for e in machine.model.journal)),
+                "actual": show(journal),
+            },
         )
     machine.context.reach("stored-form-compared")
 
@@ -186,7 +192,9 @@ def _plant(
     for form in forms:
         missing = sorted(set(form) - set(original))
         if missing:
-            raise Violation("S-TX-03", f"the inspector's {kind} rows have no fields {missing}", {"role": role})
+            raise Violation(
+                "S-TX-03", f"the inspector's {kind} rows have no fields {missing}", {"role": role}
+            )
         inspector.write_raw(kind, key, form)
         machine.note(f"stored rows: {role}'s {kind} row {key!r} written as {form!r}")
         for name, read in READS[kind].items():
@@ -196,7 +204,7 @@ def _plant(
             inspector.write_raw(kind, key, original)  # the world stays the model's for the report
             raise Violation(
                 "S-TX-03",
-                f"{name} of a malformed {kind} row answered {_described(answer)}, not SagaBackendError(CORRUPT)",
+                f"{name} of a malformed {kind} row answered {_described(answer)}, not {_CORRUPT}",
                 {"role": role, "key": show(key), "form": show(form), "answer": show(answer)},
             )
         inspector.write_raw(kind, key, original)

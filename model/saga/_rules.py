@@ -141,6 +141,8 @@ RULES: Mapping[str, str] = {
     "S-TX-01": "A local transaction's writes land together or not at all.",
     "S-TX-02": "After COMMIT was sent, a lost answer is an unknown outcome, never a "
     "rollback or a plain retry.",
+    "S-TX-03": "A stored row that does not decode is refused as corrupt, never read as a foreign "
+    "error or a defaulted value; the unit that met it writes nothing.",
     "S-DLV-01": "A message is acknowledged only after its local commit or duplicate absorption.",
     "S-DLV-02": "Transient failures and unknown commits keep the message for redelivery.",
     "S-DLV-03": "Unauthenticated or unauthorized messages are refused before any handler state is touched.",
