@@ -24,8 +24,9 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from typing import TYPE_CHECKING, Any
+from typing import Any, ClassVar, Protocol
 
+from conformance._machine import RunContext
 from conformance._violations import Violation
 from conformance.saga._base import show
 from conformance.saga._ratchet import RatchetRuntime
@@ -34,8 +35,18 @@ from impls.saga import SagaBackend, SagaBackendError, SagaBackendErrorKind
 from impls.saga_inspect import saga_inspector
 from model import saga as m
 
-if TYPE_CHECKING:
-    from conformance.saga._machine import SagaMachine
+
+class AuditedMachine(Protocol):
+    """What the audit uses of ``conformance.saga._machine.SagaMachine`` (which calls it)."""
+
+    raw_runtime: object
+    model: m.OrchestratorStore
+    context: ClassVar[RunContext]
+
+    def note(self, line: str) -> None: ...
+
+    def after_step(self) -> None: ...
+
 
 Key = tuple[object, ...]
 Read = Callable[[Any, Key], object]
@@ -129,7 +140,7 @@ def _read(backend: SagaBackend, read: Read, key: Key) -> object:
     return outcome
 
 
-def audit_stored_rows(machine: SagaMachine, planted: set[tuple[str, str]]) -> None:
+def audit_stored_rows(machine: AuditedMachine, planted: set[tuple[str, str]]) -> None:
     """S-TX-03 over every role's backend (module docstring); nothing is drawn. Called at the start
     of quiescence, while timers and unpublished commands are still stored, and at its end, after
     the operator's actions wrote audit rows: ``planted`` (role, kind) is what the earlier call
@@ -148,7 +159,7 @@ def audit_stored_rows(machine: SagaMachine, planted: set[tuple[str, str]]) -> No
     machine.after_step()
 
 
-def _compare_stored_form(machine: SagaMachine, role: str, inspector: SagaInspector) -> None:
+def _compare_stored_form(machine: AuditedMachine, role: str, inspector: SagaInspector) -> None:
     if role != "orchestrator":
         return
     stored = {key[0]: fields for key, fields in inspector.read_raw("instance")}
@@ -180,7 +191,7 @@ def _compare_stored_form(machine: SagaMachine, role: str, inspector: SagaInspect
 
 
 def _plant(
-    machine: SagaMachine,
+    machine: AuditedMachine,
     role: str,
     backend: SagaBackend,
     inspector: SagaInspector,

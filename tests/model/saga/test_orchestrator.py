@@ -167,9 +167,7 @@ def test_s_tx_02_commit_sent_without_answer_is_unknown_never_rollback(fate: Comm
 
 
 @given(st.sampled_from(STORED_ROW_KINDS), st.integers())
-def test_s_tx_03_a_stored_row_that_does_not_decode_is_refused_and_writes_nothing(
-    kind: str, before: int
-) -> None:
+def test_s_tx_03_a_stored_row_that_does_not_decode_is_refused(kind: str, before: int) -> None:
     state, outcome = refuse_corrupt(before, kind)
     assert state is before
     assert outcome == StoredRowCorrupt(kind)
