@@ -74,10 +74,11 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
     def __init__(self) -> None:
         super().__init__()
         self._catalog_setup()
+        # What saga_targets reads: which of the stored-row audit's targets apply (S-TX-03).
         inspectors = [inspector for _, _, inspector in inspected(self.raw_runtime)]
-        if inspectors:  # what saga_targets reads: the stored-row audit's targets apply (S-TX-03)
-            decodes = any(inspector.decodes for inspector in inspectors)
-            self.context.stats.details["stored-rows"] = "decodes" if decodes else "values"
+        decodes = any(inspector.decodes for inspector in inspectors)
+        rows = "decodes" if decodes else "values" if inspectors else "none"
+        self.context.stats.details["stored-rows"] = rows
 
     @initialize(key=indexes)
     def opening(self, key: int) -> None:
