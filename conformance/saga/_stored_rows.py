@@ -24,7 +24,8 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import Callable, Mapping
-from typing import Any, ClassVar, Protocol
+from functools import partial
+from typing import Any, ClassVar, Protocol, TypeVar
 
 from conformance._machine import RunContext
 from conformance._violations import Violation
@@ -140,6 +141,21 @@ def _read(backend: SagaBackend, read: Read, key: Key) -> object:
     return outcome
 
 
+T = TypeVar("T")
+
+
+def _asked_again(call: Callable[[], T]) -> T:
+    """An inspector call, asked again after a transient refusal: a server under SERIALIZABLE may
+    refuse the inspector's own transaction beside another writer (a planted second connection)."""
+    for _ in range(_ATTEMPTS - 1):
+        try:
+            return call()
+        except SagaBackendError as exc:
+            if exc.kind is SagaBackendErrorKind.CORRUPT:
+                raise
+    return call()
+
+
 def audit_stored_rows(machine: AuditedMachine, planted: set[tuple[str, str]]) -> None:
     """S-TX-03 over every role's backend (module docstring); nothing is drawn. Called at the start
     of quiescence, while timers and unpublished commands are still stored, and at its end, after
@@ -152,7 +168,7 @@ def audit_stored_rows(machine: AuditedMachine, planted: set[tuple[str, str]]) ->
         _compare_stored_form(machine, role, inspector)
         if inspector.decodes:
             for kind, forms in MALFORMED.items():
-                rows = [] if (role, kind) in planted else inspector.read_raw(kind)
+                rows = [] if (role, kind) in planted else _asked_again(partial(inspector.read_raw, kind))
                 if rows:
                     _plant(machine, role, backend, inspector, kind, forms, rows[0])
                     planted.add((role, kind))
@@ -162,7 +178,7 @@ def audit_stored_rows(machine: AuditedMachine, planted: set[tuple[str, str]]) ->
 def _compare_stored_form(machine: AuditedMachine, role: str, inspector: SagaInspector) -> None:
     if role != "orchestrator":
         return
-    stored = {key[0]: fields for key, fields in inspector.read_raw("instance")}
+    stored = {key[0]: fields for key, fields in _asked_again(lambda: inspector.read_raw("instance"))}
     expected = {
         saga_id: (instance.status.value, instance.revision)
         for saga_id, instance in machine.model.instances.items()
@@ -177,7 +193,7 @@ def _compare_stored_form(machine: AuditedMachine, role: str, inspector: SagaInsp
             "the stored instance rows (status, revision) differ from the model",
             {"expected": show(expected), "actual": show(actual)},
         )
-    journal = sorted(key[:2] for key, _ in inspector.read_raw("journal"))
+    journal = sorted(key[:2] for key, _ in _asked_again(lambda: inspector.read_raw("journal")))
     if journal != sorted((e.saga_id, e.revision) for e in machine.model.journal):
         raise Violation(
             "S-TX-03",
@@ -206,19 +222,20 @@ def _plant(
             raise Violation(
                 "S-TX-03", f"the inspector's {kind} rows have no fields {missing}", {"role": role}
             )
-        inspector.write_raw(kind, key, form)
+        _asked_again(partial(inspector.write_raw, kind, key, form))
         machine.note(f"stored rows: {role}'s {kind} row {key!r} written as {form!r}")
         for name, read in READS[kind].items():
             answer = _read(backend, read, key)
             if answer == _CORRUPT:
                 continue
-            inspector.write_raw(kind, key, original)  # the world stays the model's for the report
+            # Written back first: the world stays the model's for the report.
+            _asked_again(partial(inspector.write_raw, kind, key, original))
             raise Violation(
                 "S-TX-03",
                 f"{name} of a malformed {kind} row answered {_described(answer)}, not {_CORRUPT}",
                 {"role": role, "key": show(key), "form": show(form), "answer": show(answer)},
             )
-        inspector.write_raw(kind, key, original)
+        _asked_again(partial(inspector.write_raw, kind, key, original))
         for name, read in READS[kind].items():
             answer = _read(backend, read, key)
             if answer == _CORRUPT or isinstance(answer, Exception):
