@@ -19,8 +19,20 @@ backends); a backend without one is left alone.
   kept namespaces of old failures): it lists the namespaces present with the backend's own listing
   and drops the harness's, those older than a cut-off, so runs in progress keep theirs.
 
-A drop that fails (an outage) is counted, never raised: leftovers are for ``conformance clean``, and
-cleaning up must never turn into a verdict.
+A drop that fails (an outage) is counted, never raised: leftovers are for ``conformance clean``.
+A drop that *reports success* is a promise, though (issue 19 item 7: flat growth, ``conformance
+clean``), and is judged (C-POST-12 for stores and outboxes, S-TX-04 for saga backends): after the
+drops of a passing example, each dropped object's namespace is opened again with its factory and
+arguments and read back (``CleanupJudge.leftovers``: nothing of the example may remain), and on
+the first passing example and every ``LISTING_EVERY``-th after it the listing is judged too: it
+names the example's namespace while that holds data, names nothing that is not a string, and no
+longer names it once dropped. Those examples drop through the reopened object rather than their
+own (the path ``settle`` and ``conformance clean`` take; a Redis client that wrote nothing SCANs
+the prefix), then through their own. An error out of a drop or a read-back that is the port's own
+(``CleanupJudge.environment``: ``MessageStoreError``, ``SagaBackendError``) is an outage, no
+verdict; any other exception out of a store's drop breaks the port's "errors leave as
+``MessageStoreError``" (``CleanupJudge.foreign_error_rule``: C-ERR-01). Nothing here draws from
+Hypothesis: the choice sequences of a run are those it had without the check.
 """
 
 from __future__ import annotations
@@ -31,11 +43,12 @@ import inspect
 import re
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from typing import Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 import attrs
 
 from conformance._opened import Opened
+from conformance._violations import Violation
 from impls.api import NamespaceOwner
 
 T = TypeVar("T")
@@ -47,6 +60,35 @@ _HARNESS_NAMESPACE = re.compile(r"rtt([0-9a-z]{6})[0-9a-f]{6}[0-9]{5}x[0-9]+")
 #: What the harness made before namespaces carried their time: no age, dropped only when asked.
 _LEGACY_NAMESPACE = re.compile(r"rt[0-9a-f]{10}[0-9]{5}x[0-9]+")
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+#: The listing is judged on the first passing example and every this many after it: on Redis it is
+#: a SCAN of the whole keyspace, too dear for every example (C-POST-12, S-TX-04).
+LISTING_EVERY = 8
+
+
+class CleanupJudge(Protocol):
+    """What a suite's machine tells ``Namespaces.passed`` to judge a drop by (C-POST-12, S-TX-04)."""
+
+    #: The rule a drop that reports success but leaves data, or a wrong listing, breaks.
+    cleanup_rule: str
+    #: The rule an exception of a foreign type out of a drop breaks (None: not judged).
+    foreign_error_rule: str | None
+    #: The port's own error types: a drop or read-back failing with one is an outage, no verdict.
+    environment: tuple[type[BaseException], ...]
+
+    def leftovers(self, reopened: object) -> str | None:
+        """What an object opened again on a dropped namespace still reads (None: nothing)."""
+
+    #: Whether a listing after the drop may still name the namespace (False: judged, it may not).
+    lists_dropped: bool
+    #: Whether a listing may be empty while the namespace holds data (storage of the object's own).
+    may_list_nothing: bool
+
+    def reached(self, target: str) -> None:
+        """Note a coverage target (``namespace-read-back``, ``namespace-listing-judged``)."""
+
+    def holds_data(self, live: object) -> bool:
+        """The example's namespace holds data (so a listing that names any namespace names it);
+        ``live`` is the example's own object, before its drop."""
 
 
 def namespace_stamp(now: float | None = None) -> str:
@@ -116,17 +158,108 @@ class Namespaces:
 
     dropped: int = 0
     failed_drops: int = 0
+    #: Passing examples judged (C-POST-12, S-TX-04), and those of them whose listing was judged.
+    passes: int = 0
+    listings_checked: int = 0
     #: The opened objects of each failing example, oldest first; the last is the counterexample.
     failing: list[list[Opened]] = attrs.field(factory=list)
     kept: tuple[str, ...] = ()
 
-    def passed(self, opened: Sequence[Opened], run: Runner) -> None:
-        for item in opened:
-            if offers_drop(item.value):
-                if drop(item, run):
-                    self.dropped += 1
-                else:
+    def passed(
+        self, opened: Sequence[Opened], run: Runner, judge: CleanupJudge | None = None
+    ) -> Violation | None:
+        """Drop a passing example's namespaces; with ``judge``, read them back (see the module)."""
+        owners = [item for item in opened if offers_drop(item.value)]
+        if judge is None or not owners:
+            self._drop_own(owners, run, None)
+            return None
+        self.passes += 1
+        listed = (self.passes - 1) % LISTING_EVERY == 0
+        try:
+            if listed:
+                self.listings_checked += 1
+                return self._listed_drop(owners, run, judge)
+            return self._drop_own(owners, run, judge) or self._read_back(owners, run, judge)
+        except judge.environment:
+            return None  # an outage in the read-back: no verdict (the drops were counted)
+
+    def _drop_own(
+        self, owners: Sequence[Opened], run: Runner, judge: CleanupJudge | None
+    ) -> Violation | None:
+        for item in owners:
+            try:
+                _settle(item.value.drop_namespace(), run)
+            except Exception as error:
+                self.failed_drops += 1
+                foreign = judge is not None and judge.foreign_error_rule is not None
+                if foreign and judge is not None and not isinstance(error, judge.environment):
+                    return _foreign(judge, item, error)
+            else:
+                self.dropped += 1
+        return None
+
+    def _read_back(self, owners: Sequence[Opened], run: Runner, judge: CleanupJudge) -> Violation | None:
+        """Each owner's namespace opened again with its factory: it must read as empty."""
+        for item in owners:
+            found = _reopened(item, run, judge.leftovers)
+            if found is not None:
+                return Violation(
+                    judge.cleanup_rule,
+                    "the drop reported success, but the namespace still holds data when opened again",
+                    {"namespace": namespace_of(item), "object": _type_name(item.value), "left": found},
+                )
+        judge.reached("namespace-read-back")
+        return None
+
+    def _listed_drop(self, owners: Sequence[Opened], run: Runner, judge: CleanupJudge) -> Violation | None:
+        """The listing names the live namespace; the drop through a reopened object (``clean``'s path)
+        leaves nothing; the example's own objects drop too; the listing no longer names it."""
+        first = owners[0]
+        namespace = namespace_of(first)
+        if judge.holds_data(first.value):
+            listed = _listing(first, run, judge)
+            wrong = _wrong_listing(listed, namespace, live=True, may_list_nothing=judge.may_list_nothing)
+            if wrong is not None:
+                return Violation(
+                    judge.cleanup_rule, wrong, {"namespace": namespace, "object": _type_name(first.value)}
+                )
+        for item in owners:
+            try:
+                value = _settle(item.factory(*item.args, **item.kwargs), run)
+            except judge.environment:
+                continue
+            # Closed only after the read-back: closing the memory saga backend forgets its namespace.
+            try:
+                try:
+                    _settle(value.drop_namespace(), run)
+                except Exception as error:
                     self.failed_drops += 1
+                    if judge.foreign_error_rule is not None and not isinstance(error, judge.environment):
+                        return _foreign(judge, item, error)
+                    continue
+                found = _reopened(item, run, judge.leftovers)
+            finally:
+                with contextlib.suppress(Exception):
+                    _settle(value.close(), run)
+            if found is not None:
+                return Violation(
+                    judge.cleanup_rule,
+                    "a drop through the namespace opened again reported success, but it still holds data",
+                    {"namespace": namespace_of(item), "object": _type_name(item.value), "left": found},
+                )
+        violation = self._drop_own(owners, run, judge)
+        if violation is not None:
+            return violation
+        if judge.lists_dropped:
+            return None
+        wrong = _wrong_listing(_listing(first, run, judge), namespace, live=False)
+        if wrong is not None:
+            return Violation(
+                judge.cleanup_rule, wrong, {"namespace": namespace, "object": _type_name(first.value)}
+            )
+        judge.reached("namespace-read-back")
+        judge.reached("namespace-listing-judged")
+        return None
 
     def failed(self, opened: Sequence[Opened]) -> None:
         if any(offers_drop(item.value) for item in opened):
@@ -150,6 +283,57 @@ class Namespaces:
                 loop.close()
         self.failing = [kept] if kept else []
         self.kept = tuple(dict.fromkeys(ns for item in kept if (ns := namespace_of(item)) is not None))
+
+
+def _reopened(item: Opened, run: Runner, leftovers: Callable[[object], str | None]) -> str | None:
+    """What ``item``'s namespace, opened again with its factory and arguments, still reads."""
+    value = _settle(item.factory(*item.args, **item.kwargs), run)
+    try:
+        return leftovers(value)
+    finally:
+        with contextlib.suppress(Exception):
+            _settle(value.close(), run)
+
+
+def _listing(item: Opened, run: Runner, judge: CleanupJudge) -> object:
+    """``item``'s listing; an exception of a foreign type is what it lists (a wrong listing)."""
+    try:
+        return _settle(item.value.namespaces(), run)
+    except judge.environment:
+        raise
+    except Exception as error:
+        return error
+
+
+def _wrong_listing(
+    names: object, namespace: str | None, *, live: bool, may_list_nothing: bool = False
+) -> str | None:
+    """What is wrong with a listing (None: nothing): a name that is no string, the live namespace
+    missing (``may_list_nothing``: a backend whose storage is its own may list nothing at all),
+    or (``live`` False) the dropped one still named."""
+    if isinstance(names, Exception):
+        return f"the namespace listing raised {type(names).__name__}"
+    listed = list(names) if isinstance(names, (list, tuple)) else None
+    if listed is None or any(not isinstance(name, str) for name in listed):
+        return f"the namespace listing is not a list of names: {names!r:.200}"
+    if live and (listed or not may_list_nothing) and namespace not in listed:
+        return f"the namespace listing omits the example's namespace, which holds data ({len(listed)} listed)"
+    if not live and namespace in listed:
+        return "the namespace listing still names the example's namespace after its drop reported success"
+    return None
+
+
+def _foreign(judge: CleanupJudge, item: Opened, error: Exception) -> Violation:
+    rule = judge.foreign_error_rule or judge.cleanup_rule
+    return Violation(
+        rule,
+        f"drop_namespace raised {type(error).__name__}, not the port's error",
+        {"namespace": namespace_of(item), "object": _type_name(item.value), "at": "drop_namespace"},
+    )
+
+
+def _type_name(value: object) -> str:
+    return f"{type(value).__module__}.{type(value).__qualname__}"
 
 
 @attrs.frozen

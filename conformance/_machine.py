@@ -34,7 +34,7 @@ import attrs
 from hypothesis.stateful import RuleBasedStateMachine
 
 from conformance import _signals
-from conformance._cleanup import Namespaces, namespace_stamp
+from conformance._cleanup import CleanupJudge, Namespaces, namespace_stamp
 from conformance._faults import ALL_FAULTS, FaultFilter
 from conformance._latency import CallLatencies
 from conformance._opened import start_recording
@@ -270,6 +270,11 @@ class ConformanceMachine(RuleBasedStateMachine):
     def close(self) -> None:
         """Release the backend (runs inside the example's loop through ``self.run``)."""
 
+    def cleanup_judge(self) -> CleanupJudge | None:
+        """How a passing example's dropped namespaces are read back (C-POST-12, S-TX-04); None:
+        dropped unjudged."""
+        return None
+
     # --- lifecycle ----------------------------------------------------------------------------
 
     def _environment_check(self) -> None:
@@ -311,14 +316,24 @@ class ConformanceMachine(RuleBasedStateMachine):
                     raise
                 finished = True
         finally:
+            left: Violation | None = None
             try:
                 if self.failed:
                     self.context.cleanup.failed(self.opened)
                 elif finished or self.context.budget_spent:  # (after a signal: exit first, clean later)
-                    self.context.cleanup.passed(self.opened, self.run)  # before close: same objects
+                    # Before close: the same objects. Only a finished example's drop is judged
+                    # (C-POST-12, S-TX-04): after a signal or the budget, exit first, clean later.
+                    judge = self.cleanup_judge() if finished else None
+                    left = self.context.cleanup.passed(self.opened, self.run, judge)
+                    if left is not None:
+                        left.context.setdefault("at", "cleanup")
+                        self.record_failure(left)
+                        self.context.cleanup.failed(self.opened)  # kept, to be inspected
                 self.close()
             finally:
                 self._close_loop()
+            if left is not None:
+                raise left
 
     def _close_loop(self) -> None:
         loop = self.loop

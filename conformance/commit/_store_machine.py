@@ -26,10 +26,12 @@ import attrs
 from hypothesis import strategies as st
 from hypothesis.stateful import Bundle, initialize, multiple, rule
 
+from conformance._cleanup import offers_drop
 from conformance._faults import FAILED_BEFORE, RESPONSE_LOST
 from conformance._machine import ConformanceMachine, step
 from conformance._outage import bounded
 from conformance.commit import _vocabulary as v
+from conformance.commit._cleanup_judge import CommitCleanupJudge
 from conformance.commit._corrupt_rules import CorruptRules
 from conformance.commit._edge_rules import EdgeRules
 from conformance.commit._legacy_rules import LegacyRules
@@ -93,6 +95,7 @@ class CommitWorld(ConformanceMachine):
         details.setdefault(
             "atomic_publish_and_commit", str(self.oracle.capabilities.atomic_publish_and_commit)
         )
+        details.setdefault("drops_namespaces", str(offers_drop(self.real)))  # C-POST-12 judged
         details.setdefault("store_type", f"{type(self.real).__module__}.{type(self.real).__qualname__}")
 
     def now_ms(self) -> int:
@@ -200,6 +203,10 @@ class CommitWorld(ConformanceMachine):
             return unbounded.max_bytes
         exact = sum(len(entry.body) for entry in page.entries[:2])
         return max(1, exact + {"fit-1": -1, "fit": 0, "fit+1": 1}[fit])
+
+    def cleanup_judge(self) -> CommitCleanupJudge:
+        """C-POST-12: the dropped namespace, opened again, reads as empty (``_cleanup_judge``)."""
+        return CommitCleanupJudge(self.oracle, self.membership, self.now, self.run, self.context.reach)
 
     def close(self) -> None:
         if self.real is not None:

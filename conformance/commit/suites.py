@@ -140,6 +140,11 @@ def store_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets.update({t: "no step drew this value at the contract's edge" for t in EDGE_TARGETS})
     targets["history-at-expiry-edge"] = "no history was read at the edge of a registered expiry (C-POST-05)"
     targets["stage-walk"] = "no key was walked through every stage of the default path at quiescence"
+    if stats.details.get("drops_namespaces") == "True":  # impls.api.NamespaceOwner: C-POST-12 judged
+        targets["namespace-read-back"] = "no dropped namespace was read back, reopened (C-POST-12)"
+        targets["namespace-listing-judged"] = (
+            "the namespace listing was never judged around a drop (C-POST-12)"
+        )
     if stats.details.get("inspector") == "True":  # impls.api.StoreInspector: corrupt_stored runs
         targets["stored-form-compared"] = "no stored form was compared with the model (C-PRE-07)"
         targets["corrupt-refused"] = "no corrupted commit was read back as CORRUPT"

@@ -19,6 +19,7 @@ from conformance._faults import FaultKind
 from conformance._machine import ConformanceMachine
 from conformance._violations import Violation
 from conformance.saga import _world as w
+from conformance.saga._cleanup_judge import SagaCleanupJudge
 from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN
 from conformance.saga._metrics_checks import observed
 from conformance.saga._port import RuntimeCapabilities, SagaRuntime
@@ -201,6 +202,10 @@ class SagaMachineBase(ConformanceMachine):
                 "the runtime's outcome differs from the model's",
                 {"expected": show(projected), "actual": show(actual)},
             )
+
+    def cleanup_judge(self) -> SagaCleanupJudge:
+        """S-TX-04: a dropped backend namespace, opened again, lists nothing (``_cleanup_judge``)."""
+        return SagaCleanupJudge(self.context.reach)
 
     def close(self) -> None:
         self.runtime.close()

@@ -37,6 +37,7 @@ from model.commit._errors import CommitError as CommitError
 from model.commit._errors import CommitErrorKind as CommitErrorKind
 from model.commit._errors import MessageStoreError as MessageStoreError
 from model.commit._errors import StoreErrorKind as StoreErrorKind
+from model.commit._expiry_ahead import register_expiry_ahead as register_expiry_ahead
 from model.commit._identity import DIGEST_HEADER as DIGEST_HEADER
 from model.commit._identity import LEGACY_HEADER as LEGACY_HEADER
 from model.commit._identity import canonical_identity as canonical_identity
@@ -52,7 +53,9 @@ from model.commit._store import HistoryRecord as HistoryRecord
 from model.commit._store import Move as Move
 from model.commit._store import StoreOperation as StoreOperation
 from model.commit._store import StoreState as StoreState
+from model.commit._store import drop_namespace as drop_namespace
 from model.commit._store import history_page as history_page
+from model.commit._store import holds_data as holds_data
 from model.commit._store import load_commit as load_commit
 from model.commit._store import load_commit_for_request as load_commit_for_request
 from model.commit._store import mark_committed as mark_committed

@@ -91,7 +91,9 @@ RULES: Mapping[str, str] = {
         "`mark_committed`. If the second step fails, `OUTBOXED` and its publication stay as a "
         "recoverable fact, and `resume`'s Outboxed branch calls `mark_committed` later. Scylla uses "
         "this default two-step conditional write and claims neither a single LWT nor cross-table "
-        "atomicity."
+        "atomicity. *Ratchet decision:* such a store may register the history expiry due at commit "
+        "before OUTBOXED → COMMITTED, so that no success lacks it (C-POST-05); a `mark_committed` "
+        "that fails between the two leaves OUTBOXED with that very expiry registered, which is legal."
     ),
     "C-POST-07": (
         "In the Recorded branch the committer obtains the outbox's durable ack, passes fault point "
@@ -118,6 +120,14 @@ RULES: Mapping[str, str] = {
         "reader's `as_of_ms`); `available_through` is the highest sequence ever allocated, so a hole "
         "(in flight or expired) is visible as such; the first entry is returned even over "
         "`max_bytes`."
+    ),
+    "C-POST-12": (
+        "*(Ratchet decision, issue 19 item 7)* A `drop_namespace` that returns without an error has "
+        "removed everything of its namespace: the namespace opened again reads as never written (no "
+        "commit loads, nothing is recoverable, no history, an outbox lists nothing). `namespaces` "
+        "names every namespace that holds data, by the name it was opened with, and no dropped one. "
+        "A drop that fails with `MessageStoreError` (an outage) is no verdict: its leftovers are "
+        "for `conformance clean`."
     ),
     "C-ERR-01": (
         "The store boundary exposes only `MessageStoreError`; no backend conditional-write error, "

@@ -468,3 +468,20 @@ def history_page(
         available_from=live[0][0] if live else None,
         available_through=state.conversation_seq.get(ref, 0),
     )
+
+
+def drop_namespace(state: StoreState) -> StoreState:
+    """C-POST-12: a namespace whose drop reported success holds nothing at all: every key reads
+    absent, nothing is recoverable, no conversation has history, and a later ``reserve`` starts
+    the sequences again (the state of a namespace never written).
+
+    post: not __return__.commits and not __return__.history and not __return__.message_seq
+    """
+    del state  # whatever it held is gone
+    return StoreState()
+
+
+def holds_data(state: StoreState) -> bool:
+    """C-POST-12: whether a namespace listing must name this namespace (it holds a commit, a
+    sequence or history; a dropped one, ``drop_namespace``, holds none)."""
+    return bool(state.commits or state.message_seq or state.conversation_seq or state.history)

@@ -391,6 +391,7 @@ from ._store import catalog_snapshot as catalog_snapshot
 from ._store import change_lifecycle as change_lifecycle
 from ._store import claim_timer as claim_timer
 from ._store import definition_references as definition_references
+from ._store import drop_namespace as drop_namespace
 from ._store import journal_of as journal_of
 from ._store import load_definition as load_definition
 from ._store import mark_command_published as mark_command_published

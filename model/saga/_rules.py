@@ -143,6 +143,9 @@ RULES: Mapping[str, str] = {
     "rollback or a plain retry.",
     "S-TX-03": "A stored row that does not decode is refused as corrupt, never read as a foreign "
     "error or a defaulted value; the unit that met it writes nothing.",
+    "S-TX-04": "A saga backend's namespace drop that reports success leaves no row readable "
+    "through the namespace opened again; a listing that names any namespace names every one "
+    "holding rows (Ratchet decision).",
     "S-DLV-01": "A message is acknowledged only after its local commit or duplicate absorption.",
     "S-DLV-02": "Transient failures and unknown commits keep the message for redelivery.",
     "S-DLV-03": "Unauthenticated or unauthorized messages are refused before any handler state is touched.",

@@ -439,3 +439,14 @@ def journal_of(store: OrchestratorStore, saga_id: str) -> tuple[JournalEntry, ..
 def pending_commands(store: OrchestratorStore) -> tuple[CommandEnvelope, ...]:
     """Unpublished outbox commands in commit order (what the relay publishes next)."""
     return tuple(e.command for e in store.outbox.values() if not e.published)
+
+
+def drop_namespace(store: OrchestratorStore) -> OrchestratorStore:
+    """S-TX-04: a namespace whose drop reported success holds no row at all — no catalog entry,
+    instance, journal, inbox, timer, command, control or audit record — as if never written; what
+    the deployment configured (quota, trusted producers) is not stored data and stays."""
+    return OrchestratorStore(
+        quota_limit=store.quota_limit,
+        quota_mode=store.quota_mode,
+        trusted_producers=store.trusted_producers,
+    )

@@ -37,6 +37,7 @@ def _every_target() -> set[str]:
             legacy_import="True",
             outbox_lists_entries="True",
             committer_defaults="True",
+            drops_namespaces="True",
         )
         targets |= set(store_targets(stats)) | set(commit_targets(stats))
     return targets

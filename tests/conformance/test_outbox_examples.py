@@ -40,6 +40,11 @@ from model.commit import (
 )
 
 SEED = 20_240_601
+#: Seconds Hypothesis may shrink where a test needs the rule and a short program, not Hypothesis's
+#: smallest one: the runner's replay pass still makes the program 1-minimal (``RunOptions.minimize``).
+#: Unbounded, lists_one_page spent 26 examples (3.6 CPU-s) shrinking a 1-step program, the atomic
+#: claim 199 (4.3 CPU-s); at 2 s, 4 and 28 examples, the same rule and program length.
+RULE_SHRINK_S = 2.0
 
 
 @pytest.mark.parametrize(("factory", "rule_id"), sorted(BROKEN_OUTBOXES.items()))
@@ -54,6 +59,7 @@ def test_broken_outbox_is_caught_and_replays(
         seed=SEED,
         failure_dir=tmp_path,
         database_dir=None,
+        shrink_budget_s=RULE_SHRINK_S,
     )
     (result,) = report.results
     assert result.verdict is Verdict.VIOLATION, report.details()
@@ -213,6 +219,7 @@ def test_the_atomic_claim_is_caught_by_the_run() -> None:
         seed=SEED,
         database_dir=None,
         failure_dir=None,
+        shrink_budget_s=RULE_SHRINK_S,
     )
     (result,) = report.results
     assert result.verdict is Verdict.VIOLATION

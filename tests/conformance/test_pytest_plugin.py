@@ -44,8 +44,8 @@ def test_a_correct_store_passes_both_suites(
 def test_a_broken_store_fails_naming_the_rule(pytester: pytest.Pytester) -> None:
     pytester.makepyfile(test_broken=FAILING)
     result = pytester.runpytest_inprocess(
-        "--ratchet-seed", "5", "-k", "store_suite", "-vv"
-    )  # -vv: untruncated
+        "--ratchet-seed", "0", "-k", "store_suite", "-vv"
+    )  # -vv: untruncated; seed 0 finds and shrinks C-PRE-05 in 1.2 CPU-s, seed 5 took 11.8
     result.assert_outcomes(failed=1)
     result.stdout.fnmatch_lines(["*C-PRE-05*", "*shrunk program*", "*conformance replay*"])
     # The `-r` summary line is the rule and its message, not the first line of the table.

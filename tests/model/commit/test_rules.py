@@ -37,8 +37,10 @@ from model.commit import (
     StoreOperation,
     StoreState,
     canonical_identity,
+    drop_namespace,
     fault_points_for,
     history_page,
+    holds_data,
     identity_matches,
     is_valid_client_message_id,
     legacy_full_identity,
@@ -49,6 +51,7 @@ from model.commit import (
     mark_published_and_committed,
     next_step,
     put_record,
+    register_expiry_ahead,
     reserve,
     reserve_identity_digest,
     scan_recoverable_commits,
@@ -274,6 +277,25 @@ def test_commit_removes_candidate_and_registers_expiry() -> None:
     assert at.available_from is None and at.available_through == 1  # expired, not lost
 
 
+def test_expiry_registered_ahead_is_the_due_one_on_an_outboxed_commit_only() -> None:
+    """C-POST-06 / C-POST-05: a two-step store may register the due expiry before OUTBOXED ->
+    COMMITTED; the state it leaves is the commit unchanged with the expiry a commit would register."""
+    request = send()
+    state, created = reserved(StoreState(), request, at=100)
+    assert register_expiry_ahead(state, created.intent) == state  # RESERVED: no entry to expire
+    state, _ = put_record(state, created.intent)
+    assert register_expiry_ahead(state, created.intent) == state  # RECORDED: no publication yet
+    state, _ = mark_outbox_published(state, created.intent, PUB)
+    ahead = register_expiry_ahead(state, created.intent)
+    assert ahead.commits == state.commits
+    committed_state, _ = mark_committed(state, created.intent)
+    assert ahead.history == committed_state.history  # the very expiry the commit registers
+    assert ahead != state
+    other = attrs.evolve(created.intent, delivery=attrs.evolve(created.intent.delivery, retention_ms=1))
+    assert register_expiry_ahead(state, other) == state  # not the reserved intent
+    assert register_expiry_ahead(committed_state, created.intent) == committed_state
+
+
 # C-POST-01 --------------------------------------------------------------------------------------
 def test_repeats_consume_no_sequence_numbers() -> None:
     state, first = committed(StoreState(), send("m1"))
@@ -327,6 +349,17 @@ def test_scan_orders_oldest_first_then_key_and_bounds_items() -> None:
     for bad in (0, 1001):
         outcome = scan_recoverable_commits(state, 100, bad)
         assert isinstance(outcome, MessageStoreError) and outcome.kind is StoreErrorKind.INVALID_ARGUMENT
+
+
+# C-POST-12 a dropped namespace ------------------------------------------------------------------
+def test_dropped_namespace_holds_nothing() -> None:
+    state, created = reserved(StoreState(), send("m1"), 5)
+    state, _ = put_record(state, created.intent)
+    assert holds_data(state) and not holds_data(StoreState())
+    dropped = drop_namespace(state)
+    assert dropped == StoreState() and not holds_data(dropped)
+    assert load_commit(dropped, created.intent.key, created.intent.conversation) is None
+    assert scan_recoverable_commits(dropped, 100, 10) == []
 
 
 # C-PRE-05 / C-POST-11 history -------------------------------------------------------------------

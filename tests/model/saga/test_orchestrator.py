@@ -178,3 +178,12 @@ def test_s_dlv_02_rollbacks_and_unknowns_are_redelivered() -> None:
     assert RolledBack.verdict is DeliveryVerdict.REDELIVER
     assert OutcomeUnknown.verdict is DeliveryVerdict.REDELIVER
     assert MessageRefused.verdict is DeliveryVerdict.DEAD_LETTER
+
+
+def test_s_tx_04_a_dropped_namespace_holds_no_row() -> None:
+    """S-TX-04: the dropped store equals a store never written, with the deployment's settings."""
+    from model.saga import OrchestratorStore, drop_namespace
+
+    configured = OrchestratorStore(quota_limit=3, trusted_producers=frozenset({"p"}))
+    written = attrs.evolve(configured, inbox=frozenset({"m1"}), registry_revision=4)
+    assert drop_namespace(written) == configured

@@ -1,0 +1,122 @@
+"""An uncertain ``mark_committed`` on a store without the atomic step: was the expiry registered ahead?
+
+Such a store commits across two tables (the commit row, the history entry) with nothing atomic
+between them, and registers the history expiry *before* OUTBOXED -> COMMITTED so that a commit
+never lacks it (C-POST-05; ``model.commit.register_expiry_ahead`` cites the seed). A call that fails
+between the two writes leaves the commit OUTBOXED, which the settling read-back of the commit row
+accepts as "did not apply", while the history entry already carries its expiry. Nothing read a
+commit row can tell the two apart; left unsettled, the model keeps the entry readable forever and
+the first history read past the expiry (at quiescence, a day on) reports a C-POST-11 divergence
+that depends on where the lost request fell: the flaky cql/store C-POST-11 of session 11.
+
+So after such an outcome the oracle reads the entry's conversation once at the due expiry, through
+the real store with nothing armed, and adopts whichever legal state it shows: the expiry registered
+ahead, or not at all. Any other page is a partial write (C-POST-05). An expiry registered at the
+wrong value is then judged by the quiescence reads at each registered expiry's edges.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Any, Protocol, TypeVar
+
+from conformance._machine import RunContext
+from conformance._violations import HarnessEnvironmentError
+from conformance.commit._judge import show, uncertain_rule
+from conformance.commit._vocabulary import key_name
+from impls.api import InMemoryMembership, MessageStore
+from model.commit import (
+    CommitKey,
+    HistoryDirection,
+    HistoryPage,
+    HistoryQuery,
+    MessageStoreError,
+    StoreState,
+    register_expiry_ahead,
+)
+from model.commit import history_page as model_history_page
+
+T = TypeVar("T")
+
+
+class StoreOracle(Protocol):
+    """What of ``conformance.commit._oracle.StoreOracle`` this uses (that module imports this one)."""
+
+    state: StoreState
+    real: MessageStore
+    membership: InMemoryMembership
+    context: RunContext
+    note: Callable[[str], None]
+    outage: Callable[[], Awaitable[None]] | None
+
+    @property
+    def atomic(self) -> bool: ...
+
+    def fail(self, rule_id: str, message: str, **context: Any) -> BaseException: ...
+
+    async def call_real(
+        self, op: str, key: CommitKey | None, call: Callable[[], Awaitable[T]]
+    ) -> T | MessageStoreError: ...
+
+
+#: The calls whose uncertain failure may leave the expiry registered ahead (non-atomic stores).
+EXPIRY_OPS = frozenset({"mark_committed", "mark_published_and_committed"})
+_ATTEMPTS = 12  # as the oracle's read-back behind a fault proxy: about 12 s of backoff in all
+
+
+async def settle_expiry_ahead(oracle: StoreOracle, op: str, key: CommitKey) -> None:
+    """C-POST-06, C-POST-05: after ``settle`` left ``key`` OUTBOXED, adopt an expiry registered ahead."""
+    entry = oracle.state.commits.get(key)
+    if entry is None or entry.intent is None:
+        return
+    ahead = register_expiry_ahead(oracle.state, entry.intent)
+    if ahead == oracle.state:
+        return  # not OUTBOXED (applied, or refused earlier): nothing could have been registered
+    ref = (key.tenant, entry.conversation)
+    expiry = ahead.history[ref][entry.coordinates.conversation_seq].expires_at_ms
+    assert expiry is not None  # register_expiry_ahead just set it
+    members = oracle.membership.snapshot(*ref)
+    if not members:
+        # No reader can ask; the quiescence reads skip a conversation without members as well.
+        oracle.note(f"  expiry of {key_name(key)} not probed: the conversation has no members")
+        return
+    query = HistoryQuery(
+        tenant=key.tenant,
+        conversation=entry.conversation,
+        actor=min(members),
+        direction=HistoryDirection.AFTER,
+        anchor=None,
+        limit=100,
+        max_bytes=1 << 20,
+        as_of_ms=expiry,
+    )
+    real = await _read(oracle, query)
+    if real == model_history_page(ahead, query, members):
+        oracle.note(f"  settled: {op} registered the expiry of {key_name(key)} ahead (C-POST-06)")
+        oracle.state = ahead
+        oracle.context.reach("settled-expiry-ahead")
+    elif real != model_history_page(oracle.state, query, members):
+        raise oracle.fail(
+            uncertain_rule(op, oracle.atomic),
+            f"{op} for {key_name(key)} failed uncertainly and left its conversation's history as "
+            f"{show(real)} at the due expiry: neither with the expiry registered "
+            f"({show(model_history_page(ahead, query, members))}) nor without it "
+            f"({show(model_history_page(oracle.state, query, members))})",
+            op=op,
+        )
+
+
+async def _read(oracle: StoreOracle, query: HistoryQuery) -> HistoryPage | MessageStoreError:
+    """The real page, retrying uncertain failures (a reset connection reconnects); no gate, no fault."""
+    last: MessageStoreError | None = None
+    for attempt in range(_ATTEMPTS):
+        if attempt:
+            await asyncio.sleep(min(0.05 * 2**attempt, 2.0))
+        result = await oracle.call_real("history_page", None, lambda: oracle.real.history_page(query))
+        if not isinstance(result, MessageStoreError) or not result.kind.is_uncertain:
+            return result
+        last = result
+        if oracle.outage is not None:
+            await oracle.outage()
+    raise HarnessEnvironmentError(f"the backend stayed unavailable while reading history back: {last}")
