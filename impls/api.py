@@ -32,6 +32,7 @@ from model.commit import (
     TimestampMillis,
     UserId,
 )
+from model.saga import STORED_ROW_KINDS
 
 
 @runtime_checkable
@@ -155,6 +156,34 @@ class StoreInspector(Protocol):
     async def read_raw(self, key: CommitKey) -> dict[str, object] | None: ...
 
     async def write_raw(self, key: CommitKey, fields: Mapping[str, object]) -> None: ...
+
+
+#: The stored row kinds of a saga backend a ``SagaInspector`` reads and writes (S-TX-03).
+SAGA_ROW_KINDS = STORED_ROW_KINDS
+
+
+@runtime_checkable
+class SagaInspector(Protocol):
+    """Optional: a saga backend's stored rows of one kind, read and written raw, past its codec.
+
+    ``kind`` is one of ``SAGA_ROW_KINDS``. ``read_raw`` returns every stored row of that kind in
+    the backend's namespace as ``(key, fields)``: ``key`` the row's primary key as stored (in the
+    order of the contract's identity: a saga id, ``(saga_id, revision)``, ...), ``fields`` the other
+    columns, named as the contract's row fields where one column holds one field (``status``,
+    ``step_index``, ``transport``, ``due_ms``, ``action``, ...), with their values as stored.
+    ``write_raw`` replaces those fields of the row with ``key``, values of any type the column
+    takes (None included), as a torn page or a bad restore would. ``decodes`` says whether a
+    read decodes the stored form at all: False for a backend whose rows are the runtime's own
+    values held in-process (the memory backend), where nothing can fail to decode and only the
+    stored form's comparison with the model applies. The saga suite plants malformed rows through
+    it, which every read of the row must refuse with ``SagaBackendError(CORRUPT)`` (S-TX-03).
+    """
+
+    decodes: bool
+
+    def read_raw(self, kind: str) -> list[tuple[tuple[object, ...], dict[str, object]]]: ...
+
+    def write_raw(self, kind: str, key: tuple[object, ...], fields: Mapping[str, object]) -> None: ...
 
 
 @runtime_checkable

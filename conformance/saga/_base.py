@@ -92,6 +92,8 @@ class SagaMachineBase(ConformanceMachine):
         # The ledger starts from this model: a first unit the database refuses sends the model
         # back to it, with its quota limit and trusted producers (S-TX-01, docs/faults.md).
         self.runtime: SagaRuntime = observed(self, runtime)
+        #: The runtime as opened, not observed: the stored-row audit reads its backends (S-TX-03).
+        self.raw_runtime: object = runtime
         self.results_published: set[str] = set()
         self.wire = w.Wire()
         self.now = 0

@@ -47,6 +47,7 @@ from conformance.saga._port import (
     model_participant,
 )
 from conformance.saga._starts import StartRules
+from conformance.saga._stored_rows import audit_stored_rows, inspected
 from conformance.saga._timer_rules import TimerRules
 from model import saga as m
 
@@ -73,6 +74,11 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
     def __init__(self) -> None:
         super().__init__()
         self._catalog_setup()
+        # What saga_targets reads: which of the stored-row audit's targets apply (S-TX-03).
+        inspectors = [inspector for _, _, inspector in inspected(self.raw_runtime)]
+        decodes = any(inspector.decodes for inspector in inspectors)
+        rows = "decodes" if decodes else "values" if inspectors else "none"
+        self.context.stats.details["stored-rows"] = rows
 
     @initialize(key=indexes)
     def opening(self, key: int) -> None:
@@ -259,6 +265,9 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
         which rules swarm testing happened to switch on.
         """
         self.fate = m.CommitFate.COMMITTED
+        planted: set[tuple[str, str]] = set()
+        # Malformed stored rows are refused as CORRUPT (S-TX-03), while timers are still stored.
+        audit_stored_rows(self, planted)
         for key, business_key in enumerate(w.BUSINESS_KEYS):
             if m.saga_id_for(w.KEY.tenant, w.KEY.workflow, business_key) not in self.model.receipts:
                 self._start(key, 0, -1, "committed")
@@ -293,6 +302,7 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
         for saga_id, stored in self.runtime.observe().instances.items():
             if stored.status not in m.SETTLED_STATUSES:
                 raise Violation("S-STEP-07", "a stored saga is not settled", {"saga_id": saga_id})
+        audit_stored_rows(self, planted)  # the kinds stored only now: audit rows (S-TX-03)
         check_metrics(self)  # the metrics against the harness's ledger (S-OBS-*)
         self.release_settled()  # every finished saga goes, the others are refused (S-CAT-11)
 

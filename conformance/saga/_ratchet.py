@@ -178,6 +178,10 @@ class RatchetRuntime:
         """The real backend objects, one per role."""
         return tuple(self._raw.values())
 
+    def raw_backends(self) -> dict[str, SagaBackend]:
+        """The real backend objects by role ("orchestrator" or an owner; S-TX-03's audit)."""
+        return dict(self._raw)
+
     @staticmethod
     def project(value: object) -> object:
         return value

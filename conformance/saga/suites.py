@@ -37,6 +37,12 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
     # fault:<kind> targets are the runner's, from the suite's kinds (conformance._faults.fault_targets)
     if stats.details.get("wire") == "True":  # the rule SagaTarget.specialise adds
         targets["step:arm_wire_fault"] = "this rule never ran"
+    # What SagaMachine found of its backends' inspectors (S-TX-03): "decodes", "values" or "none".
+    stored_rows = stats.details.get("stored-rows", "decodes")
+    if stored_rows != "none":
+        targets["stored-form-compared"] = "no stored instance row was compared with the model"
+    if stored_rows == "decodes":
+        targets["corrupt-row-refused"] = "no malformed stored row was planted and refused as CORRUPT"
     if stats.details.get("runtime:host_crash") == "True":  # the host-crash rule (_host_faults)
         targets["step:crash_host"] = "this rule never ran"
         targets["host-crash:step"] = "the host was never killed inside a participant's step"

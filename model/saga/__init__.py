@@ -39,7 +39,7 @@ Layers, bottom up::
     _timers     fenced durable timers
     _messages   envelopes and identities
     _instance   saga/step tables, plan() (the step policy), react(), journal legality
-    _transaction settle(): one transaction's fate
+    _transaction settle(): one transaction's fate; refuse_corrupt(): a stored row that does not decode
     _store      OrchestratorStore, catalog/route/timer transactions, queries
     _start      start_saga
     _orchestrator handle_result, fire_timer
@@ -422,8 +422,11 @@ from ._timers import due_timers as due_timers
 from ._timers import fence_holds as fence_holds
 from ._timers import next_token as next_token
 from ._timers import timer_id_for as timer_id_for
+from ._transaction import STORED_ROW_KINDS as STORED_ROW_KINDS
 from ._transaction import OutcomeUnknown as OutcomeUnknown
 from ._transaction import RolledBack as RolledBack
+from ._transaction import StoredRowCorrupt as StoredRowCorrupt
+from ._transaction import refuse_corrupt as refuse_corrupt
 from ._transaction import settle as settle
 from ._values import JSON_CONTRACT as JSON_CONTRACT
 from ._values import JSON_MEDIA_TYPE as JSON_MEDIA_TYPE

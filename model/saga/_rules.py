@@ -141,6 +141,8 @@ RULES: Mapping[str, str] = {
     "S-TX-01": "A local transaction's writes land together or not at all.",
     "S-TX-02": "After COMMIT was sent, a lost answer is an unknown outcome, never a "
     "rollback or a plain retry.",
+    "S-TX-03": "A stored row that does not decode is refused as corrupt, never read as a foreign "
+    "error or a defaulted value; the unit that met it writes nothing.",
     "S-TX-04": "A saga backend's namespace drop that reports success leaves no row readable "
     "through the namespace opened again; a listing that names any namespace names every one "
     "holding rows (Ratchet decision).",

@@ -6,6 +6,10 @@ failed before COMMIT was sent is a definite ``RolledBack``: nothing changed and 
 input is redelivered. Once COMMIT was sent, the answer is the committed outcome or
 ``OutcomeUnknown``, never a made-up rollback; an unknown outcome is never downgraded
 to a plain retry (the redelivery is decided by the inbox/gate, which know the truth).
+
+A stored row that does not decode (S-TX-03, a decided reading: no seed sentence names it) is
+refused as corrupt by the read that met it, never read as a value decoded or defaulted in its
+place; the unit that made the read writes nothing and ends rolled back (S-TX-01).
 """
 
 from __future__ import annotations
@@ -31,6 +35,22 @@ class OutcomeUnknown:
     verdict: ClassVar[DeliveryVerdict] = DeliveryVerdict.REDELIVER
 
 
+#: The kinds of row a saga backend stores for the runtime, each refused when it does not decode
+#: (S-TX-03).
+STORED_ROW_KINDS = (
+    "definition", "capability", "receipt", "instance", "journal", "command", "timer", "gate",
+    "result", "control", "audit",
+)  # fmt: skip
+
+
+@attrs.frozen
+class StoredRowCorrupt:
+    """A read met a stored row of ``kind`` that does not decode (S-TX-03)."""
+
+    kind: str
+    verdict: ClassVar[DeliveryVerdict] = DeliveryVerdict.REDELIVER
+
+
 S = TypeVar("S")
 O = TypeVar("O")  # noqa: E741 - reads as "outcome" beside S for "state"
 
@@ -48,3 +68,15 @@ def settle(before: S, after: S, fate: CommitFate, committed: O) -> tuple[S, O | 
     if fate is CommitFate.ROLLED_BACK:
         return before, RolledBack()
     return (after if fate.applied else before), OutcomeUnknown()
+
+
+def refuse_corrupt(before: S, kind: str) -> tuple[S, StoredRowCorrupt]:
+    """A read of a stored ``kind`` row that does not decode (S-TX-03): the read is refused as
+    corrupt, never answered with a value decoded or defaulted in the row's place, and the unit
+    that made it writes nothing (S-TX-01: it ends rolled back).
+
+    pre: kind in STORED_ROW_KINDS
+    post: __return__[0] is before
+    post: __return__[1].kind == kind
+    """
+    return before, StoredRowCorrupt(kind)

@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from model.saga import (
+    STORED_ROW_KINDS,
     CommandDelivery,
     CommandProcessed,
     CommitFate,
@@ -24,10 +25,12 @@ from model.saga import (
     ResultEnvelope,
     RolledBack,
     StaleResult,
+    StoredRowCorrupt,
     handle_command,
     handle_result,
     mark_command_published,
     pending_commands,
+    refuse_corrupt,
     settle,
     timer_id_for,
 )
@@ -160,6 +163,14 @@ def test_s_tx_01_writes_land_together_or_not_at_all(fate: CommitFate, before: in
 def test_s_tx_02_commit_sent_without_answer_is_unknown_never_rollback(fate: CommitFate) -> None:
     _, outcome = settle("before", "after", fate, "done")
     assert isinstance(outcome, OutcomeUnknown) and not isinstance(outcome, RolledBack)
+    assert outcome.verdict is DeliveryVerdict.REDELIVER
+
+
+@given(st.sampled_from(STORED_ROW_KINDS), st.integers())
+def test_s_tx_03_a_stored_row_that_does_not_decode_is_refused(kind: str, before: int) -> None:
+    state, outcome = refuse_corrupt(before, kind)
+    assert state is before
+    assert outcome == StoredRowCorrupt(kind)
     assert outcome.verdict is DeliveryVerdict.REDELIVER
 
 

@@ -1,0 +1,260 @@
+"""Stored saga rows through the backend's inspector port (``impls.api.SagaInspector``, S-TX-03).
+
+An end-of-run audit at quiescence, on Ratchet's runtime over a backend that offers the port (every
+shipped one: ``impls.saga_inspect.saga_inspector``); it draws nothing from Hypothesis, so every
+example's choice sequence stays as it was. For each role's backend:
+
+1. the stored form is compared with the model where reads could lie consistently: each instance
+   row's status and revision, and the journal's keys (a backend that stored something else and
+   decoded it back consistently would pass every read-back of ``after_step``);
+2. on a backend that decodes its rows (``decodes``), one stored row of each kind found (at the
+   start of quiescence or, for a kind not stored then, at its end) is made
+   malformed in each of the ways ``MALFORMED`` lists (text an enum column cannot hold, NULL where
+   a number or a blob must be), and every read of that kind (``READS``) must refuse it with
+   ``SagaBackendError(CORRUPT)``: a foreign exception, another error kind or a value (the row
+   decoded into something, skipped or defaulted) is S-TX-03. A transient refusal is asked again;
+3. the row's stored form is written back and every read must answer again; ``after_step`` then
+   compares the whole world with the model once more.
+
+Coverage targets ``stored-form-compared`` (any inspector) and ``corrupt-row-refused`` (a decoding
+one) are required where the port is offered (``conformance/saga/suites.py``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable, Mapping
+from functools import partial
+from typing import Any, ClassVar, Protocol, TypeVar
+
+from conformance._machine import RunContext
+from conformance._violations import Violation
+from conformance.saga._base import show
+from conformance.saga._ratchet import RatchetRuntime
+from impls.api import SagaInspector
+from impls.saga import SagaBackend, SagaBackendError, SagaBackendErrorKind
+from impls.saga_inspect import saga_inspector
+from model import saga as m
+
+
+class AuditedMachine(Protocol):
+    """What the audit uses of ``conformance.saga._machine.SagaMachine`` (which calls it)."""
+
+    raw_runtime: object
+    model: m.OrchestratorStore
+    context: ClassVar[RunContext]
+
+    def note(self, line: str) -> None: ...
+
+    def after_step(self) -> None: ...
+
+
+Key = tuple[object, ...]
+Read = Callable[[Any, Key], object]
+
+#: Per row kind, the malformed forms planted one at a time: each a set of fields and the values
+#: they get. Text no enum of the contract holds raises ValueError in a decoder; NULL where an
+#: integer or blob column must hold one, TypeError: a backend must turn both into CORRUPT.
+MALFORMED: Mapping[str, tuple[Mapping[str, object], ...]] = {
+    "definition": ({"lifecycle": "garbage"}, {"document": None}),
+    "capability": ({"transport": "garbage"}, {"generation": None}),
+    "receipt": ({"version": None},),
+    "instance": ({"status": "garbage"}, {"revision": None}),
+    "journal": ({"phase": "garbage"}, {"step_index": None}),
+    "command": ({"envelope": b"\xff\xfe garbage"}, {"version": None}),
+    "timer": ({"due_ms": None},),
+    "gate": ({"phase": "garbage"}, {"kind": "garbage"}),
+    "result": ({"envelope": b"\xff\xfe garbage"}, {"envelope": None}),
+    "control": ({"state": "garbage"}, {"revision": None}),
+    "audit": ({"action": "garbage"}, {"seq": None}),
+}
+
+#: Per row kind, every read of ``impls.saga.SagaTransaction`` that decodes such a row, by name.
+READS: Mapping[str, Mapping[str, Read]] = {
+    "definition": {
+        "list_definitions": lambda tx, key: tx.list_definitions(),
+        "load_definition": lambda tx, key: tx.load_definition(
+            m.DefinitionKey(str(key[0]), str(key[1]), int(str(key[2])))
+        ),
+    },
+    "capability": {"list_capabilities": lambda tx, key: tx.list_capabilities()},
+    "receipt": {"load_receipt": lambda tx, key: tx.load_receipt(key[0])},
+    "instance": {
+        "load_instance": lambda tx, key: tx.load_instance(key[0]),
+        "list_instances": lambda tx, key: tx.list_instances(),
+    },
+    "journal": {
+        "journal(saga_id)": lambda tx, key: tx.journal(key[0]),
+        "journal()": lambda tx, key: tx.journal(),
+    },
+    "command": {
+        "load_command": lambda tx, key: tx.load_command(key[0]),
+        "list_commands": lambda tx, key: tx.list_commands(),
+    },
+    "timer": {
+        "load_timer": lambda tx, key: tx.load_timer(key[0]),
+        "list_timers": lambda tx, key: tx.list_timers(),
+    },
+    "gate": {"load_gate": lambda tx, key: tx.load_gate(key[0])},
+    "result": {"list_results": lambda tx, key: tx.list_results()},
+    "control": {"load_control": lambda tx, key: tx.load_control(key[0])},
+    "audit": {
+        "load_audit": lambda tx, key: tx.load_audit(key[0], key[1]),
+        "list_audit": lambda tx, key: tx.list_audit(key[0]),
+    },
+}
+
+_ATTEMPTS = 4  # a transient refusal (a server's ROLLED_BACK, UNAVAILABLE) is asked again
+_CORRUPT = "SagaBackendError(corrupt)"
+
+
+def inspected(runtime: object) -> list[tuple[str, SagaBackend, SagaInspector]]:
+    """Each role's real backend with its inspector, on Ratchet's runtime (none on another)."""
+    if not isinstance(runtime, RatchetRuntime):
+        return []
+    found = [(role, backend, saga_inspector(backend)) for role, backend in runtime.raw_backends().items()]
+    return [(role, backend, inspector) for role, backend, inspector in found if inspector is not None]
+
+
+def _read(backend: SagaBackend, read: Read, key: Key) -> object:
+    """One read in a transaction of its own: its value, or ``_CORRUPT``; a transient refusal is
+    asked again, any other failure is returned as it was raised."""
+    outcome: object = None
+    for _ in range(_ATTEMPTS):
+        try:
+            tx = backend.begin()
+        except SagaBackendError as exc:
+            outcome = exc
+            continue
+        try:
+            return read(tx, key)
+        except SagaBackendError as exc:
+            if exc.kind is SagaBackendErrorKind.CORRUPT:
+                return _CORRUPT
+            outcome = exc
+        except Exception as exc:  # a foreign exception is the finding, not the harness's error
+            return exc
+        finally:
+            # The read's own answer stands; a broken connection reconnects on the next begin.
+            with contextlib.suppress(SagaBackendError):
+                tx.rollback()
+    return outcome
+
+
+T = TypeVar("T")
+
+
+def _asked_again(call: Callable[[], T]) -> T:
+    """An inspector call, asked again after a transient refusal: a server under SERIALIZABLE may
+    refuse the inspector's own transaction beside another writer (a planted second connection)."""
+    for _ in range(_ATTEMPTS - 1):
+        try:
+            return call()
+        except SagaBackendError as exc:
+            if exc.kind is SagaBackendErrorKind.CORRUPT:
+                raise
+    return call()
+
+
+def audit_stored_rows(machine: AuditedMachine, planted: set[tuple[str, str]]) -> None:
+    """S-TX-03 over every role's backend (module docstring); nothing is drawn. Called at the start
+    of quiescence, while timers and unpublished commands are still stored, and at its end, after
+    the operator's actions wrote audit rows: ``planted`` (role, kind) is what the earlier call
+    already planted in this example, which the later one leaves alone."""
+    found = inspected(machine.raw_runtime)
+    if not found:
+        return
+    # The world first, as the model holds it: a divergence the last step left (a row written by a
+    # second connection after its unit) is that rule's, not muddled by the rows the audit writes.
+    machine.after_step()
+    for role, backend, inspector in found:
+        _compare_stored_form(machine, role, inspector)
+        if inspector.decodes:
+            for kind, forms in MALFORMED.items():
+                rows = [] if (role, kind) in planted else _asked_again(partial(inspector.read_raw, kind))
+                if rows:
+                    _plant(machine, role, backend, inspector, kind, forms, rows[0])
+                    planted.add((role, kind))
+    machine.after_step()
+
+
+def _compare_stored_form(machine: AuditedMachine, role: str, inspector: SagaInspector) -> None:
+    if role != "orchestrator":
+        return
+    stored = {key[0]: fields for key, fields in _asked_again(lambda: inspector.read_raw("instance"))}
+    expected = {
+        saga_id: (instance.status.value, instance.revision)
+        for saga_id, instance in machine.model.instances.items()
+    }
+    actual = {
+        saga_id: (getattr(fields.get("status"), "value", fields.get("status")), fields.get("revision"))
+        for saga_id, fields in stored.items()
+    }
+    if actual != expected:
+        raise Violation(
+            "S-TX-03",
+            "the stored instance rows (status, revision) differ from the model",
+            {"expected": show(expected), "actual": show(actual)},
+        )
+    journal = sorted(key[:2] for key, _ in _asked_again(lambda: inspector.read_raw("journal")))
+    if journal != sorted((e.saga_id, e.revision) for e in machine.model.journal):
+        raise Violation(
+            "S-TX-03",
+            "the stored journal's keys differ from the model's transitions",
+            {
+                "expected": show(sorted((e.saga_id, e.revision) for e in machine.model.journal)),
+                "actual": show(journal),
+            },
+        )
+    machine.context.reach("stored-form-compared")
+
+
+def _plant(
+    machine: AuditedMachine,
+    role: str,
+    backend: SagaBackend,
+    inspector: SagaInspector,
+    kind: str,
+    forms: tuple[Mapping[str, object], ...],
+    row: tuple[Key, dict[str, object]],
+) -> None:
+    key, original = row
+    for form in forms:
+        missing = sorted(set(form) - set(original))
+        if missing:
+            raise Violation(
+                "S-TX-03", f"the inspector's {kind} rows have no fields {missing}", {"role": role}
+            )
+        _asked_again(partial(inspector.write_raw, kind, key, form))
+        machine.note(f"stored rows: {role}'s {kind} row {key!r} written as {form!r}")
+        for name, read in READS[kind].items():
+            answer = _read(backend, read, key)
+            if answer == _CORRUPT:
+                continue
+            # Written back first: the world stays the model's for the report.
+            _asked_again(partial(inspector.write_raw, kind, key, original))
+            raise Violation(
+                "S-TX-03",
+                f"{name} of a malformed {kind} row answered {_described(answer)}, not {_CORRUPT}",
+                {"role": role, "key": show(key), "form": show(form), "answer": show(answer)},
+            )
+        _asked_again(partial(inspector.write_raw, kind, key, original))
+        for name, read in READS[kind].items():
+            answer = _read(backend, read, key)
+            if answer == _CORRUPT or isinstance(answer, Exception):
+                raise Violation(
+                    "S-TX-03",
+                    f"{name} of a {kind} row written back as it was stored answered {_described(answer)}",
+                    {"role": role, "key": show(key), "answer": show(answer)},
+                )
+    machine.context.reach("corrupt-row-refused")
+
+
+def _described(answer: object) -> str:
+    if isinstance(answer, SagaBackendError):
+        return f"SagaBackendError({answer.kind.value})"
+    if isinstance(answer, Exception):
+        return f"a foreign exception {type(answer).__name__}"
+    if answer == _CORRUPT:
+        return _CORRUPT
+    return f"a value ({show(answer)[:120]})"
