@@ -57,7 +57,9 @@ class EndpointOption:
 #: documentation (impls/cql: ``CqlSettings.from_endpoint``'s docstring), never read from impls: a
 #: changed range differs. ``request_timeout_s`` is not listed: the proxy's route sets it already.
 ENDPOINT_OPTIONS: dict[str, tuple[EndpointOption, ...]] = {
-    # A ring's keyspace: N replicas, "a whole number >= 1"; 1 is the single test node's.
+    # A ring's keyspace: N replicas, "a whole number >= 1"; 1 is the single test node's. A factor
+    # above the node count (a ring's 3) cannot be judged on the single test node: the server itself
+    # refuses to set the keyspace up with it ("the database could not be set up").
     "cassandra": (EndpointOption("replication_factor", refused=("0", "-1", "two", "1.5"), accepted=("1",)),),
 }
 
