@@ -34,6 +34,7 @@ from conformance.commit import _vocabulary as v
 from conformance.commit._cleanup_judge import CommitCleanupJudge
 from conformance.commit._corrupt_rules import CorruptRules
 from conformance.commit._edge_rules import EdgeRules
+from conformance.commit._endpoint_rules import EndpointRules
 from conformance.commit._legacy_rules import LegacyRules
 from conformance.commit._oracle import HaltExample, ObservedStore, StoreOracle
 from conformance.commit._target import CommitTarget
@@ -215,14 +216,18 @@ class CommitWorld(ConformanceMachine):
                 self.run(bounded("the store's close", real.close(), self.context))
 
 
-class StoreMachine(EdgeRules, CorruptRules, LegacyRules, CommitWorld):
+class StoreMachine(EdgeRules, CorruptRules, LegacyRules, EndpointRules, CommitWorld):
     reserved = Bundle("reserved")
     #: Run by the opening on a wire only (``WireFaultRules.wire_opening``).
-    directed_on_wire = ("legacy_walk", "repeat_walk", "atomic_walk")
+    directed_on_wire = ("legacy_walk", "repeat_walk", "atomic_walk", "endpoint_walk")
 
     def __init__(self) -> None:
         super().__init__()
         self.store = ObservedStore(self.oracle)
+        wire = self.context.target.wire
+        self.context.stats.details.setdefault(
+            "endpoint_options", str(bool(wire is not None and wire.options))
+        )
 
     def _intent(self, key: str) -> CommitIntent:
         commit_key = v.parse_key(key)

@@ -32,6 +32,9 @@ class CommitTarget:
     #: The committer the commit suite holds against the contract (role ``committer``, ``--committer``):
     #: called as ``impls.commit.MessageCommitter`` is, which it is by default.
     committer_factory: Callable[..., Any] | None = None
+    #: On a wire, the store factory before the route's endpoint was bound to it: the endpoint
+    #: options are judged with endpoints of their own (``_endpoint_rules.py``).
+    unrouted_store_factory: Callable[..., Any] | None = None
 
     @classmethod
     def of(cls, backend: BackendUnderTest) -> CommitTarget:
@@ -44,7 +47,7 @@ class CommitTarget:
             return cls(store, backend.factory("outbox"), committer_factory=committer)
         wire = route(backend.service)
         routed = functools.partial(store, endpoint=wire.endpoint)
-        return cls(routed, backend.factory("outbox"), wire, committer)
+        return cls(routed, backend.factory("outbox"), wire, committer, store)
 
     @property
     def proxy(self) -> Any:

@@ -98,7 +98,7 @@ def _capabilities(stats: SuiteStats) -> StoreCapabilities:
 
 
 #: Recorded steps of the base machines run only by the opening on a wire (``directed_on_wire``).
-ON_WIRE_ONLY = ("legacy_walk", "repeat_walk", "stalled_send")
+ON_WIRE_ONLY = ("legacy_walk", "repeat_walk", "stalled_send", "endpoint_walk")
 
 
 def _common_targets(
@@ -150,6 +150,10 @@ def store_targets(stats: SuiteStats) -> Mapping[str, str]:
         targets["corrupt-refused"] = "no corrupted commit was read back as CORRUPT"
     else:
         targets.pop("step:corrupt_stored")
+    if stats.details.get("endpoint_options") == "True":  # a wire whose service documents options
+        targets["endpoint-options-judged"] = (
+            "no documented endpoint option was judged at its edges (C-ERR-04)"
+        )
     if stats.details.get("legacy_import") == "True":  # impls.api.LegacyImport: legacy_commit runs
         targets["legacy-compared"] = "no pre-upgrade (QIMC) commit was handed to the store and read"
         targets["legacy-sequences-continued"] = "no new key was reserved after a pre-upgrade commit"

@@ -38,6 +38,31 @@ CQL_CLIENT_TIMEOUT_S = 1.0
 #: first requests and meet a later one (``conformance/commit/_wire_rules.MidCallWireFaultRules``).
 MID_CALL_SERVICES = frozenset({"cassandra"})
 
+
+@attrs.frozen
+class EndpointOption:
+    """One option a service's store documents for its ``endpoint`` (docs/backend-authors.md).
+
+    Configuration is input, so a value outside the documented range gets a clear, typed error
+    (``MessageStoreError``) and a value inside it opens a store that serves (C-ERR-04;
+    ``conformance/commit/_endpoint_rules.py`` holds the store to both, on a wire).
+    """
+
+    name: str
+    refused: tuple[str, ...]
+    accepted: tuple[str, ...]
+
+
+#: The documented endpoint options of each service's stores, written here from the backend's
+#: documentation (impls/cql: ``CqlSettings.from_endpoint``'s docstring), never read from impls: a
+#: changed range differs. ``request_timeout_s`` is not listed: the proxy's route sets it already.
+ENDPOINT_OPTIONS: dict[str, tuple[EndpointOption, ...]] = {
+    # A ring's keyspace: N replicas, "a whole number >= 1"; 1 is the single test node's. A factor
+    # above the node count (a ring's 3) cannot be judged on the single test node: the server itself
+    # refuses to set the keyspace up with it ("the database could not be set up").
+    "cassandra": (EndpointOption("replication_factor", refused=("0", "-1", "two", "1.5"), accepted=("1",)),),
+}
+
 _lock = threading.Lock()
 _proxies: dict[tuple[str, str], FaultProxy] = {}
 
@@ -61,6 +86,12 @@ class WireRoute:
     proxy: FaultProxy = attrs.field(eq=False)
     endpoint: str
     mid_call: bool = False  # a wire fault may let a call's first requests through (MID_CALL_SERVICES)
+    options: tuple[EndpointOption, ...] = ()  # the service's documented endpoint options
+
+    def with_option(self, name: str, value: str) -> str:
+        """The route's endpoint with ``name=value`` added to its options."""
+        joiner = "&" if "?" in self.endpoint else "?"
+        return f"{self.endpoint}{joiner}{name}={value}"
 
 
 def route(service: str) -> WireRoute:
@@ -84,7 +115,7 @@ def route(service: str) -> WireRoute:
         proxied = f"{proxied}{joiner}socket_timeout={REDIS_CLIENT_TIMEOUT_S}"
     elif service == "cassandra":
         proxied = f"{proxied}?request_timeout_s={CQL_CLIENT_TIMEOUT_S}"
-    return WireRoute(service, proxy, proxied, service in MID_CALL_SERVICES)
+    return WireRoute(service, proxy, proxied, service in MID_CALL_SERVICES, ENDPOINT_OPTIONS.get(service, ()))
 
 
 def accepts_endpoint(factory: Callable[..., Any]) -> bool:

@@ -146,6 +146,9 @@ RULES: Mapping[str, str] = {
         "64-bit value: 2**63-1 is legal, 2**63 is `INVALID_ARGUMENT` (`model.commit.MAX_INT64`). A "
         "committer or recovery sweeper configured out of range (`retention_ms` or `max_attempts` below "
         "1; `min_age_ms` below 0, `batch` outside 1..1000, `max_batches` below 1) refuses at "
-        "construction with `ValueError`; the edges themselves are legal."
+        "construction with `ValueError`; the edges themselves are legal. A store's documented "
+        "`endpoint` options are configuration too: a value outside the documented range is refused "
+        "with a `MessageStoreError` (by the factory or the store's first call), a value at its edge "
+        "opens a store that serves (the CQL store's `replication_factor`: a whole number >= 1)."
     ),
 }
