@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from conformance import RunOptions
+from conformance import FailureFile, Report, RunOptions, Verdict, replay
 
 #: Seconds Hypothesis may shrink a planted bug's failure (``RunOptions.shrink_budget_s``); the
 #: runner's replay pass then makes the program 1-minimal. Unbounded, Hypothesis replays for up to
@@ -24,3 +24,16 @@ def planted_options(seed: int, failures: Path, **more: Any) -> RunOptions:
         shrink_budget_s=PLANTED_SHRINK_S,
         **more,
     )
+
+
+def caught_and_replayed(report: Report, rule_id: str) -> FailureFile:
+    """Asserts a run of one planted bug: a violation of ``rule_id`` whose failure file replays to
+    the same rule; returns the saved file for the test's own further checks."""
+    (result,) = report.results
+    assert result.verdict is Verdict.VIOLATION, report.details()
+    assert result.failure is not None and result.failure.rule_id == rule_id, report.details()
+    assert result.failure.failure_file is not None, report.details()
+    saved = FailureFile.read(result.failure.failure_file)
+    replayed = replay(saved)
+    assert replayed.reproduced and replayed.same_rule, replayed.describe()
+    return saved

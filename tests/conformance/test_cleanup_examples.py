@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import FailureFile, Verdict, replay, run_conformance
+from conformance import Verdict, replay, run_conformance
 from examples.cleanup_stores import CLEANUP_STORES
-from tests._planted import PLANTED_SHRINK_S
+from tests._planted import PLANTED_SHRINK_S, caught_and_replayed
 
 SHIPPED = "impls.redis:open_fakeredis_store"
 
@@ -30,13 +30,7 @@ def test_a_broken_cleanup_port_is_caught_with_its_rule_and_replays(
         database_dir=None,
         shrink_budget_s=PLANTED_SHRINK_S,
     )
-    (result,) = report.results
-    assert result.verdict is Verdict.VIOLATION, report.details()
-    assert result.failure is not None and result.failure.rule_id == rule_id, report.details()
-    assert result.failure.failure_file is not None
-    saved = FailureFile.read(result.failure.failure_file)
-    replayed = replay(saved)
-    assert replayed.reproduced and replayed.same_rule, replayed.describe()
+    saved = caught_and_replayed(report, rule_id)
     (role,) = (role for role, path in saved.factories.items() if path.endswith(factory))
     original = "impls.saga.memory:open_memory_saga_backend" if suite == "saga" else SHIPPED
     shipped = replay(saved, overrides={role: original})
