@@ -179,7 +179,11 @@ class Namespaces:
             if listed:
                 self.listings_checked += 1
                 return self._listed_drop(owners, run, judge)
-            return self._drop_own(owners, run, judge) or self._read_back(owners, run, judge)
+            failed = self.failed_drops
+            left = self._drop_own(owners, run, judge)
+            if left is not None or self.failed_drops > failed:
+                return left  # a drop that failed (an outage, a fault still armed): no read-back
+            return self._read_back(owners, run, judge)
         except judge.environment:
             return None  # an outage in the read-back: no verdict (the drops were counted)
 
