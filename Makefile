@@ -225,19 +225,17 @@ conformance-nasaga: venv nasaga-host
 # SQL saga backends keep every namespace in one table set per engine, so what writes them runs one
 # at a time per engine: pytest's PostgreSQL and MariaDB tests in pytest-sql-postgres and
 # pytest-sql-mariadb (one process each), then conformance-live-saga (in two parts, one engine
-# each), beside the Cassandra tests (pytest-cql, once conformance-live-cql-store and -commit are
-# done with the node). The nasaga runtime's tests (pytest-nasaga: its own schemas; 191 s wall,
-# 36 CPU-s, waiting on its hosts) run in the group before, beside conformance-nasaga, where the
-# cores had room (the group's phases used about 65% of two cores): the group after is then
-# pytest-cql's 162 s, not their 191. The timing tests run alone, like
+# each), beside the nasaga runtime's
+# tests (pytest-nasaga: its own schemas) and the Cassandra tests (pytest-cql, once
+# conformance-live-cql-store and -commit are done with the node). The timing tests run alone, like
 # CrossHair, before the rest. conformance-crash kills the servers: its two suites (each killing
 # servers the other does not use) run side by side, with conformance-kafka (it kills and restarts
 # the project's broker, which neither uses, nor anything after it), and then the tests that read
 # every suite's report (pytest-after: the saga reports of conformance-live-saga and -nasaga among
 # them). Where the two cores go, phase by phase: docs/ci-gate.md, "make test's budget".
 TEST_GROUPS := lint,types,nasaga-host crosshair pytest-timing \
-	pytest-parallel,pytest-sql-postgres,pytest-sql-mariadb,conformance-live-commit-embedded,conformance-live-commit-real,conformance-live-cql-store,conformance-live-cql-commit,conformance-nasaga,pytest-nasaga \
-	conformance-live-saga-postgres,conformance-live-saga-others,pytest-cql conformance-crash-commit,conformance-crash-saga,conformance-kafka pytest-after
+	pytest-parallel,pytest-sql-postgres,pytest-sql-mariadb,conformance-live-commit-embedded,conformance-live-commit-real,conformance-live-cql-store,conformance-live-cql-commit,conformance-nasaga \
+	conformance-live-saga-postgres,conformance-live-saga-others,pytest-nasaga,pytest-cql conformance-crash-commit,conformance-crash-saga,conformance-kafka pytest-after
 test: venv
 	@$(MAKE) --no-print-directory services
 	@status=0; scripts/test-phases $(TEST_GROUPS) || status=$$?; \
