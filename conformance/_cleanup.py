@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import enum
 import inspect
 import re
 import time
@@ -60,6 +61,14 @@ _HARNESS_NAMESPACE = re.compile(r"rtt([0-9a-z]{6})[0-9a-f]{6}[0-9]{5}x[0-9]+")
 #: What the harness made before namespaces carried their time: no age, dropped only when asked.
 _LEGACY_NAMESPACE = re.compile(r"rt[0-9a-f]{10}[0-9]{5}x[0-9]+")
 _DIGITS = "0123456789abcdefghijklmnopqrstuvwxyz"
+
+
+class _Dropped(enum.Enum):
+    DROPPED = "every drop reported success"
+
+
+_DROPPED = _Dropped.DROPPED
+
 #: The listing is judged on the first passing example and every this many after it: on Redis it is
 #: a SCAN of the whole keyspace, too dear for every example (C-POST-12, S-TX-04).
 LISTING_EVERY = 8
@@ -179,28 +188,32 @@ class Namespaces:
             if listed:
                 self.listings_checked += 1
                 return self._listed_drop(owners, run, judge)
-            failed = self.failed_drops
             left = self._drop_own(owners, run, judge)
-            if left is not None or self.failed_drops > failed:
-                return left  # a drop that failed (an outage, a fault still armed): no read-back
+            if left is not _DROPPED:
+                return left
             return self._read_back(owners, run, judge)
         except judge.environment:
             return None  # an outage in the read-back: no verdict (the drops were counted)
 
     def _drop_own(
         self, owners: Sequence[Opened], run: Runner, judge: CleanupJudge | None
-    ) -> Violation | None:
+    ) -> Violation | _Dropped | None:
+        """Each owner's own drop: a foreign exception's violation; None when a drop failed (an
+        outage, or a fault the program left armed in the seam: no verdict, so what it left is
+        not judged either); ``_DROPPED`` when every drop reported success."""
+        every = True
         for item in owners:
             try:
                 _settle(item.value.drop_namespace(), run)
             except Exception as error:
                 self.failed_drops += 1
+                every = False
                 foreign = judge is not None and judge.foreign_error_rule is not None
                 if foreign and judge is not None and not isinstance(error, judge.environment):
                     return _foreign(judge, item, error)
             else:
                 self.dropped += 1
-        return None
+        return _DROPPED if every else None
 
     def _read_back(self, owners: Sequence[Opened], run: Runner, judge: CleanupJudge) -> Violation | None:
         """Each owner's namespace opened again with its factory: it must read as empty."""
@@ -251,9 +264,9 @@ class Namespaces:
                     "a drop through the namespace opened again reported success, but it still holds data",
                     {"namespace": namespace_of(item), "object": _type_name(item.value), "left": found},
                 )
-        violation = self._drop_own(owners, run, judge)
-        if violation is not None:
-            return violation
+        left = self._drop_own(owners, run, judge)
+        if left is not _DROPPED:
+            return left  # a foreign exception's violation, or a failed drop: nothing more judged
         if judge.lists_dropped:
             return None
         wrong = _wrong_listing(_listing(first, run, judge), namespace, live=False)

@@ -17,19 +17,16 @@ wrong value is then judged by the quiescence reads at each registered expiry's e
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import Awaitable, Callable
 from typing import Any, Protocol, TypeVar
 
 from conformance._machine import RunContext
-from conformance._violations import HarnessEnvironmentError
 from conformance.commit._judge import show, uncertain_rule
 from conformance.commit._vocabulary import key_name
 from impls.api import InMemoryMembership, MessageStore
 from model.commit import (
     CommitKey,
     HistoryDirection,
-    HistoryPage,
     HistoryQuery,
     MessageStoreError,
     StoreState,
@@ -48,21 +45,19 @@ class StoreOracle(Protocol):
     membership: InMemoryMembership
     context: RunContext
     note: Callable[[str], None]
-    outage: Callable[[], Awaitable[None]] | None
 
     @property
     def atomic(self) -> bool: ...
 
     def fail(self, rule_id: str, message: str, **context: Any) -> BaseException: ...
 
-    async def call_real(
+    async def read_back(
         self, op: str, key: CommitKey | None, call: Callable[[], Awaitable[T]]
     ) -> T | MessageStoreError: ...
 
 
 #: The calls whose uncertain failure may leave the expiry registered ahead (non-atomic stores).
 EXPIRY_OPS = frozenset({"mark_committed", "mark_published_and_committed"})
-_ATTEMPTS = 12  # as the oracle's read-back behind a fault proxy: about 12 s of backoff in all
 
 
 async def settle_expiry_ahead(oracle: StoreOracle, op: str, key: CommitKey) -> None:
@@ -91,7 +86,7 @@ async def settle_expiry_ahead(oracle: StoreOracle, op: str, key: CommitKey) -> N
         max_bytes=1 << 20,
         as_of_ms=expiry,
     )
-    real = await _read(oracle, query)
+    real = await oracle.read_back("history_page", None, lambda: oracle.real.history_page(query))
     if real == model_history_page(ahead, query, members):
         oracle.note(f"  settled: {op} registered the expiry of {key_name(key)} ahead (C-POST-06)")
         oracle.state = ahead
@@ -105,18 +100,3 @@ async def settle_expiry_ahead(oracle: StoreOracle, op: str, key: CommitKey) -> N
             f"({show(model_history_page(oracle.state, query, members))})",
             op=op,
         )
-
-
-async def _read(oracle: StoreOracle, query: HistoryQuery) -> HistoryPage | MessageStoreError:
-    """The real page, retrying uncertain failures (a reset connection reconnects); no gate, no fault."""
-    last: MessageStoreError | None = None
-    for attempt in range(_ATTEMPTS):
-        if attempt:
-            await asyncio.sleep(min(0.05 * 2**attempt, 2.0))
-        result = await oracle.call_real("history_page", None, lambda: oracle.real.history_page(query))
-        if not isinstance(result, MessageStoreError) or not result.kind.is_uncertain:
-            return result
-        last = result
-        if oracle.outage is not None:
-            await oracle.outage()
-    raise HarnessEnvironmentError(f"the backend stayed unavailable while reading history back: {last}")

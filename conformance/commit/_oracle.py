@@ -33,9 +33,9 @@ each key must equal the model's, and its rank must not have gone down (C-POST-08
 
 from __future__ import annotations
 
-import asyncio
 import time
 from collections.abc import Awaitable, Callable
+from functools import partial
 from typing import Any, TypeVar
 
 from conformance._faults import CallSite, FaultKind
@@ -354,32 +354,31 @@ class StoreOracle:
 
     # --- reading the backend back --------------------------------------------------------------
 
-    async def load_real(
-        self, key: CommitKey, conversation: ConversationId
-    ) -> LoadedCommit | MessageStoreError | None:
-        """The backend's view of ``key``, retrying uncertain failures; no gate, no injected faults."""
-        last: MessageStoreError | None = None
+    async def read_back(
+        self, op: str, key: CommitKey | None, call: Callable[[], Awaitable[T]]
+    ) -> T | MessageStoreError:
+        """``call`` on the real backend, retrying uncertain failures; no gate, no injected faults."""
         # Behind a fault proxy a reset connection may leave the driver reconnecting for a while
         # (cassandra-driver marks its only host down after one reset): wait for it, bounded.
         attempts = _SETTLE_ATTEMPTS if self.wire is None else _WIRE_SETTLE_ATTEMPTS
-        for attempt in range(attempts):
-            if attempt and self.wire is not None:
-                await asyncio.sleep(min(0.05 * 2**attempt, 2.0))
-            result = await self.call_real(
-                "load_commit", key, lambda: self.real.load_commit(key, conversation)
-            )
-            if not isinstance(result, MessageStoreError):
-                return result
-            if not result.kind.is_uncertain:
-                # A definite error must be the model's own (a key held by another conversation);
-                # the model's value then stands for it in the caller's comparisons.
-                expected = model_load_commit(self.state, key, conversation)
-                self.judge("load_commit", key, expected, result)
-                return expected
-            last = result
-            if self.outage is not None:
-                await self.outage()
-        raise HarnessEnvironmentError(f"the backend stayed unavailable while reading a key back: {last}")
+        first = await self.call_real(op, key, call)
+        again = partial(self.call_real, op, key, call)
+        result = await retry_uncertain(again, first, attempts, self.wire is not None, self.outage)
+        if isinstance(result, MessageStoreError) and uncertain(result):
+            raise HarnessEnvironmentError(f"the backend stayed unavailable reading back ({op}): {result}")
+        return result
+
+    async def load_real(
+        self, key: CommitKey, conversation: ConversationId
+    ) -> LoadedCommit | MessageStoreError | None:
+        """The backend's view of ``key`` (``read_back``). A definite error must be the model's own (a
+        key held by another conversation); the model's value then stands for it in comparisons."""
+        result = await self.read_back("load_commit", key, lambda: self.real.load_commit(key, conversation))
+        if isinstance(result, MessageStoreError):
+            expected = model_load_commit(self.state, key, conversation)
+            self.judge("load_commit", key, expected, result)
+            return expected
+        return result
 
     async def settle(
         self,
