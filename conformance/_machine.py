@@ -39,7 +39,7 @@ from conformance._faults import ALL_FAULTS, FaultFilter
 from conformance._latency import CallLatencies
 from conformance._opened import start_recording
 from conformance._outage import BackendLost, lost, outage_reason
-from conformance._violations import JsonValue, Violation
+from conformance._violations import HarnessEnvironmentError, JsonValue, Violation
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
@@ -285,6 +285,22 @@ class ConformanceMachine(RuleBasedStateMachine):
     def close(self) -> None:
         """Release the backend (runs inside the example's loop through ``self.run``)."""
 
+    def environment_reason(self, error: Exception) -> str | None:
+        """Why ``error``, escaped from a step or from quiescence, is the environment's and no verdict
+        (one line), or None when it is not. A suite names its backends' transient answers here (a
+        database that refused the harness's read on every attempt beside other sessions): raised
+        as they are, they are "the harness failed", and since the same program does not meet them
+        again, Hypothesis reports its data generation flaky (docs/ci-gate.md, "Not judged")."""
+        return None
+
+    def _as_environment(self, error: BaseException) -> BaseException:
+        """``error`` as a ``HarnessEnvironmentError`` when the suite says it is the environment's."""
+        if isinstance(error, Exception) and not isinstance(error, HarnessEnvironmentError):
+            reason = self.environment_reason(error)
+            if reason is not None:
+                return HarnessEnvironmentError(reason)  # raised ``from`` the error itself
+        return error
+
     def cleanup_judge(self) -> CleanupJudge | None:
         """How a passing example's dropped namespaces are read back (C-POST-12, S-TX-04); None:
         dropped unjudged."""
@@ -325,9 +341,12 @@ class ConformanceMachine(RuleBasedStateMachine):
                     self.record_failure(violation)
                     raise
                 except Exception as exc:  # a harness bug or an outage at the end: bounded shrink too
+                    error = self._as_environment(exc)
                     self.context.start_shrink_clock()
                     if self.context.step_error is None:
-                        self.context.step_error = exc
+                        self.context.step_error = error
+                    if error is not exc:
+                        raise error from exc
                     raise
                 finished = True
         finally:
@@ -399,10 +418,13 @@ def step(function: F) -> F:
             # step part-way, with the model perhaps moved ahead of the backend: the example did not
             # run to its end, so its end checks would judge half a step. The exception is the report.
             self.cut_short = True
-            if isinstance(exc, Exception):  # not a stop (budget, signal, peer) nor an outage
+            error = self._as_environment(exc)
+            if isinstance(error, Exception):  # not a stop (budget, signal, peer) nor an outage
                 self.context.start_shrink_clock()
                 if self.context.step_error is None:
-                    self.context.step_error = exc
+                    self.context.step_error = error
+            if error is not exc:
+                raise error from exc
             raise
         self._environment_check()
         progress = self.context.progress

@@ -32,7 +32,13 @@ from conformance._report import FailureSummary, Report, SuiteResult, Verdict
 from conformance._settings import PROFILES, hypothesis_settings
 from conformance._signals import RunInterrupted
 from conformance._suites import FAMILIES, BackendUnderTest, Suite, suite_named
-from conformance._violations import CoverageGap, HarnessEnvironmentError, Violation
+from conformance._violations import (
+    CoverageGap,
+    HarnessEnvironmentError,
+    Violation,
+    environment_error_in,
+    violation_in,
+)
 
 DEFAULT_FAILURE_DIR = Path(".ratchet/failures")
 DEFAULT_DATABASE_DIR = Path(".ratchet/examples")
@@ -327,7 +333,7 @@ def run_suite(
         outage = context.environment_error or outage_reason(backend.service)
         if outage is not None:
             return result(Verdict.ERROR, error=outage)
-        environment = _environment_error_in(exc)
+        environment = environment_error_in(exc)
         if environment is not None:
             return result(Verdict.ERROR, error=str(environment))
         lines = traceback.format_exception(exc)
@@ -357,8 +363,8 @@ def run_suite(
         except Exception as exc:
             # The deadline stopped a replay of the shrinker, and Hypothesis took the shortened
             # replay for a flaky strategy: the failure it was shrinking stands.
-            cut_short = context.shrink_stopped and _violation_in(exc) is None
-            found = failure_file(None) if cut_short and _environment_error_in(exc) is None else None
+            cut_short = context.shrink_stopped and violation_in(exc) is None
+            found = failure_file(None) if cut_short and environment_error_in(exc) is None else None
             if found is None or isinstance(exc, RunInterrupted | BackendLost):
                 raise
             return found_in_time(found)
@@ -379,8 +385,13 @@ def run_suite(
         outage = context.environment_error or outage_reason(backend.service)
         if outage is not None:
             return result(Verdict.ERROR, error=outage)
-        violation = _violation_in(exc)
-        environment = _environment_error_in(exc)
+        violation = violation_in(exc)
+        environment = environment_error_in(exc)
+        if environment is None and violation is None and context.step_error is not None:
+            # Hypothesis's flaky complaint names no exception of the example (data generation
+            # that "stopped drawing earlier" when a replayed program met the environment error
+            # at an earlier step than the run it followed): the first error of a step says why.
+            environment = environment_error_in(context.step_error)
         if violation is None and environment is not None:
             # A flaky outage or factory failure, wrapped by Hypothesis: still no verdict.
             return result(Verdict.ERROR, error=str(environment))
@@ -431,28 +442,6 @@ def _shrinks(profile: str) -> bool:
 def _fails_fast(profile: str) -> bool:
     known = PROFILES.get(profile)
     return known is not None and known.fail_fast
-
-
-def _violation_in(exc: BaseException) -> Violation | None:
-    if isinstance(exc, Violation):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):  # a Flaky failure wraps what it saw
-        for inner in exc.exceptions:
-            found = _violation_in(inner)
-            if found is not None:
-                return found
-    return None
-
-
-def _environment_error_in(exc: BaseException) -> HarnessEnvironmentError | None:
-    if isinstance(exc, HarnessEnvironmentError):
-        return exc
-    if isinstance(exc, BaseExceptionGroup):
-        for inner in exc.exceptions:
-            found = _environment_error_in(inner)
-            if found is not None:
-                return found
-    return None
 
 
 def _factory_tag(backend: BackendUnderTest) -> str | None:

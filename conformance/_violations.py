@@ -43,6 +43,38 @@ class HarnessEnvironmentError(Exception):
     """The run could not be carried out (service unreachable, bad factory): exit code 2, no verdict."""
 
 
+def violation_in(exc: BaseException) -> Violation | None:
+    if isinstance(exc, Violation):
+        return exc
+    if isinstance(exc, BaseExceptionGroup):  # a Flaky failure wraps what it saw
+        for inner in exc.exceptions:
+            found = violation_in(inner)
+            if found is not None:
+                return found
+    return None
+
+
+def environment_error_in(exc: BaseException) -> HarnessEnvironmentError | None:
+    """The environment error behind ``exc``: itself, one a Flaky failure wraps, or the one that was
+    being handled when Hypothesis raised its own error (``FlakyStrategyDefinition``, raised while
+    it concluded an example that ended on it)."""
+    seen: set[int] = set()
+    while id(exc) not in seen:
+        seen.add(id(exc))
+        if isinstance(exc, HarnessEnvironmentError):
+            return exc
+        if isinstance(exc, BaseExceptionGroup):
+            for inner in exc.exceptions:
+                found = environment_error_in(inner)
+                if found is not None:
+                    return found
+        following = exc.__cause__ or exc.__context__
+        if following is None:
+            return None
+        exc = following
+    return None
+
+
 @attrs.frozen
 class CoverageGap:
     """A ``sometimes`` target the run never reached (Stateright's sometimes property)."""

@@ -23,7 +23,13 @@ from conformance.saga._cleanup_judge import SagaCleanupJudge
 from conformance.saga._faults import COMMIT_ROLLED_BACK, COMMIT_UNKNOWN
 from conformance.saga._metrics_checks import observed
 from conformance.saga._port import RuntimeCapabilities, SagaRuntime
+from impls.saga import SagaBackendError, SagaBackendErrorKind
 from model import saga as m
+
+#: What a database that other sessions write answers a read on its own (S-TX-01: contention; or
+#: it went away): the runtime's queries and the harness's reads raise it once every attempt was
+#: refused. Escaped from a step, it is the environment's (``SagaMachineBase.environment_reason``).
+TRANSIENT = frozenset({SagaBackendErrorKind.ROLLED_BACK, SagaBackendErrorKind.UNAVAILABLE})
 
 FATES = {
     "committed": m.CommitFate.COMMITTED,
@@ -203,6 +209,23 @@ class SagaMachineBase(ConformanceMachine):
                 "the runtime's outcome differs from the model's",
                 {"expected": show(projected), "actual": show(actual)},
             )
+
+    def environment_reason(self, error: Exception) -> str | None:
+        """A ``SagaBackendError`` the database answered on every attempt of a read (refused, or
+        unreachable) on a database that other sessions write is no verdict: two runs side by side
+        on one PostgreSQL refused the stored-row audit's write four times in a row, and the
+        example's end was "the harness failed" that no replay reproduced (Hypothesis's
+        ``FlakyFailure``, or ``FlakyStrategyDefinition`` when the replayed program ended earlier
+        than the run it followed). On a backend whose state lives in its object nothing else
+        writes, so such an error is the backend's own, left to fail as it does."""
+        if not (isinstance(error, SagaBackendError) and error.kind in TRANSIENT):
+            return None
+        if not getattr(self.raw_runtime, "refusals", False):
+            return None
+        return (
+            f"the database answered {error.kind.value} ({error.detail}) on every attempt of a call "
+            "the harness had to complete (other sessions writing its tables, or an outage): no verdict"
+        )
 
     def cleanup_judge(self) -> SagaCleanupJudge:
         """S-TX-04: a dropped backend namespace, opened again, lists nothing (``_cleanup_judge``)."""

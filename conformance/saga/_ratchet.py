@@ -396,6 +396,12 @@ class RatchetRuntime:
     def transaction_log(self) -> TransactionLog:
         return self.transactions
 
+    @property
+    def refusals(self) -> bool:
+        """Whether other sessions write this runtime's database, so that it may refuse a unit or a
+        read on its own (contention): False for a backend whose state lives in its object."""
+        return self._refusals
+
     def result_claimed(self, message_id: str) -> bool:
         return read_only(self.orch_backend, lambda tx: tx.result_claimed(message_id))
 

@@ -28,8 +28,8 @@ from functools import partial
 from typing import Any, ClassVar, Protocol, TypeVar
 
 from conformance._machine import RunContext
-from conformance._violations import Violation
-from conformance.saga._base import show
+from conformance._violations import HarnessEnvironmentError, Violation
+from conformance.saga._base import ASK_AGAIN_TRIES, TRANSIENT, asking_again, show
 from conformance.saga._ratchet import RatchetRuntime
 from impls.api import SagaInspector
 from impls.saga import SagaBackend, SagaBackendError, SagaBackendErrorKind
@@ -104,7 +104,6 @@ READS: Mapping[str, Mapping[str, Read]] = {
     },
 }
 
-_ATTEMPTS = 4  # a transient refusal (a server's ROLLED_BACK, UNAVAILABLE) is asked again
 _CORRUPT = "SagaBackendError(corrupt)"
 
 
@@ -116,11 +115,14 @@ def inspected(runtime: object) -> list[tuple[str, SagaBackend, SagaInspector]]:
     return [(role, backend, inspector) for role, backend, inspector in found if inspector is not None]
 
 
-def _read(backend: SagaBackend, read: Read, key: Key) -> object:
+def _read(backend: SagaBackend, read: Read, key: Key, refusals: bool) -> object:
     """One read in a transaction of its own: its value, or ``_CORRUPT``; a transient refusal is
-    asked again, any other failure is returned as it was raised."""
-    outcome: object = None
-    for _ in range(_ATTEMPTS):
+    asked again, pausing as the harness's own writes do (``asking_again``), any other failure is
+    returned as it was raised. ``refusals``: other sessions write the backend's database, so a
+    read it refused (or could not reach) on every attempt answered nothing, neither the row's
+    refusal nor a value (S-TX-01): an environment error. Elsewhere that answer is the finding."""
+    outcome: SagaBackendError | None = None
+    for _ in asking_again():
         try:
             tx = backend.begin()
         except SagaBackendError as exc:
@@ -138,6 +140,11 @@ def _read(backend: SagaBackend, read: Read, key: Key) -> object:
             # The read's own answer stands; a broken connection reconnects on the next begin.
             with contextlib.suppress(SagaBackendError):
                 tx.rollback()
+    if refusals and outcome is not None and outcome.kind in TRANSIENT:
+        raise HarnessEnvironmentError(
+            f"the database refused the stored-row audit's read on every one of {ASK_AGAIN_TRIES} "
+            f"attempts ({outcome!r}): no verdict"
+        ) from outcome
     return outcome
 
 
@@ -145,15 +152,30 @@ T = TypeVar("T")
 
 
 def _asked_again(call: Callable[[], T]) -> T:
-    """An inspector call, asked again after a transient refusal: a server under SERIALIZABLE may
-    refuse the inspector's own transaction beside another writer (a planted second connection)."""
-    for _ in range(_ATTEMPTS - 1):
+    """An inspector call (the harness's own read or write of raw rows), asked again after a
+    transient refusal, pausing between attempts (``asking_again``): a server under SERIALIZABLE
+    refuses the inspector's transaction beside another writer (a planted second connection, or
+    another run on the same shared tables). Four attempts in a row with no pause were all refused
+    in 8 of 28 runs of two postgres/saga runs side by side, and the example ended as "the harness
+    failed", which no replay reproduced (Hypothesis's ``FlakyFailure``). Refused on every attempt,
+    the audit cannot be carried out: an environment error, never a verdict on the backend."""
+    refused: SagaBackendError | None = None
+    for _ in asking_again():
         try:
             return call()
         except SagaBackendError as exc:
             if exc.kind is SagaBackendErrorKind.CORRUPT:
                 raise
-    return call()
+            refused = exc
+    raise HarnessEnvironmentError(
+        f"the database refused the stored-row audit's own {_call_name(call)} on every one of "
+        f"{ASK_AGAIN_TRIES} attempts ({refused!r}): no verdict"
+    ) from refused
+
+
+def _call_name(call: Callable[..., object]) -> str:
+    inner = call.func if isinstance(call, partial) else call
+    return getattr(inner, "__name__", "call")
 
 
 def audit_stored_rows(machine: AuditedMachine, planted: set[tuple[str, str]]) -> None:
@@ -173,7 +195,7 @@ def audit_stored_rows(machine: AuditedMachine, planted: set[tuple[str, str]]) ->
             for kind, forms in MALFORMED.items():
                 rows = [] if (role, kind) in planted else _asked_again(partial(inspector.read_raw, kind))
                 if rows:
-                    _plant(machine, role, backend, inspector, kind, forms, rows[0])
+                    _plant(machine, (role, backend, inspector), kind, forms, rows[0])
                     planted.add((role, kind))
     # The inspector wrote behind the timed seam, so the observer's kept read-backs cannot tell:
     # the check of the restored world reads the rows afresh (RatchetRuntime._kept).
@@ -185,7 +207,7 @@ def audit_stored_rows(machine: AuditedMachine, planted: set[tuple[str, str]]) ->
 def _compare_stored_form(machine: AuditedMachine, role: str, inspector: SagaInspector) -> None:
     if role != "orchestrator":
         return
-    stored = {key[0]: fields for key, fields in _asked_again(lambda: inspector.read_raw("instance"))}
+    stored = {key[0]: fields for key, fields in _asked_again(partial(inspector.read_raw, "instance"))}
     expected = {
         saga_id: (instance.status.value, instance.revision)
         for saga_id, instance in machine.model.instances.items()
@@ -200,7 +222,7 @@ def _compare_stored_form(machine: AuditedMachine, role: str, inspector: SagaInsp
             "the stored instance rows (status, revision) differ from the model",
             {"expected": show(expected), "actual": show(actual)},
         )
-    journal = sorted(key[:2] for key, _ in _asked_again(lambda: inspector.read_raw("journal")))
+    journal = sorted(key[:2] for key, _ in _asked_again(partial(inspector.read_raw, "journal")))
     if journal != sorted((e.saga_id, e.revision) for e in machine.model.journal):
         raise Violation(
             "S-TX-03",
@@ -215,13 +237,13 @@ def _compare_stored_form(machine: AuditedMachine, role: str, inspector: SagaInsp
 
 def _plant(
     machine: AuditedMachine,
-    role: str,
-    backend: SagaBackend,
-    inspector: SagaInspector,
+    audited: tuple[str, SagaBackend, SagaInspector],
     kind: str,
     forms: tuple[Mapping[str, object], ...],
     row: tuple[Key, dict[str, object]],
 ) -> None:
+    role, backend, inspector = audited
+    refusals = isinstance(machine.raw_runtime, RatchetRuntime) and machine.raw_runtime.refusals
     key, original = row
     for form in forms:
         missing = sorted(set(form) - set(original))
@@ -232,7 +254,7 @@ def _plant(
         _asked_again(partial(inspector.write_raw, kind, key, form))
         machine.note(f"stored rows: {role}'s {kind} row {key!r} written as {form!r}")
         for name, read in READS[kind].items():
-            answer = _read(backend, read, key)
+            answer = _read(backend, read, key, refusals)
             if answer == _CORRUPT:
                 continue
             # Written back first: the world stays the model's for the report.
@@ -244,7 +266,7 @@ def _plant(
             )
         _asked_again(partial(inspector.write_raw, kind, key, original))
         for name, read in READS[kind].items():
-            answer = _read(backend, read, key)
+            answer = _read(backend, read, key, refusals)
             if answer == _CORRUPT or isinstance(answer, Exception):
                 raise Violation(
                     "S-TX-03",

@@ -168,8 +168,17 @@ class TimedBackend(_Timed):
             self._generation[0] += 1
         started = time.perf_counter()
         try:
-            transaction = _LoggedTransaction(self.backend.begin(), self._stats, self.log, self.refusals)
-            return cast(SagaTransaction, transaction)
+            try:
+                inner = self.backend.begin()
+            except SagaBackendError as exc:
+                # A BEGIN the database refused is a transaction it refused before anything ran:
+                # the runtime answers ``RolledBack`` for the unit (``impls.saga._unit``), and the
+                # harness settles that only when the log shows the call's last transaction refused
+                # (``_base.database_refused``). Unlogged, the model expected the unit applied.
+                if exc.kind is SagaBackendErrorKind.ROLLED_BACK and self.refusals:
+                    self.log.refused.append(True)
+                raise
+            return cast(SagaTransaction, _LoggedTransaction(inner, self._stats, self.log, self.refusals))
         finally:
             elapsed = time.perf_counter() - started
             self._stats.backend_seconds += elapsed
