@@ -32,13 +32,16 @@ from __future__ import annotations
 
 import argparse
 import concurrent.futures
+import contextlib
 import dataclasses
 import json
 import os
 import random
 import subprocess
 import sys
+import threading
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 EMBEDDED = (
@@ -118,6 +121,57 @@ def _split(part: Path) -> None:
     part.unlink()
 
 
+#: Suites whose ``server-crash`` kills the backend's real server (SIGKILL, restart on the same data).
+CRASH_SUITES = frozenset({"durability", "saga-durability"})
+
+
+def _server(backend: str) -> str | None:
+    """The real service ``backend`` runs on, None for an embedded one."""
+    from conformance.backends import COMMIT_BACKENDS, SAGA_BACKENDS, TRANSPORT_BACKENDS
+
+    for specs in (COMMIT_BACKENDS, SAGA_BACKENDS, TRANSPORT_BACKENDS):
+        spec = specs.get(backend)
+        if spec is not None and spec.service is not None:
+            return spec.service
+    return None
+
+
+class _Servers:
+    """Runs on one real server share it, but a run with a crash suite has it alone: with
+    ``--parallel 2`` one seed's saga-durability killed PostgreSQL under another seed's saga suite
+    (its pooled sessions ended "terminating connection due to unexpected postmaster exit", a BEGIN
+    refused as ``ROLLED_BACK``), a verdict of neither run (docs/ci-gate.md, "Not judged")."""
+
+    def __init__(self) -> None:
+        self._changed = threading.Condition()
+        self._users: Counter[str] = Counter()
+        self._alone: set[str] = set()  # servers a crash run holds, or waits for
+        self._waiting: Counter[str] = Counter()  # crash runs waiting: no new run starts beside
+
+    @contextlib.contextmanager
+    def held(self, server: str | None, *, kills: bool) -> Iterator[None]:
+        if server is None:
+            yield
+            return
+        with self._changed:
+            if kills:
+                self._waiting[server] += 1
+                self._changed.wait_for(lambda: self._users[server] == 0 and server not in self._alone)
+                self._waiting[server] -= 1
+                self._alone.add(server)
+            else:
+                self._changed.wait_for(lambda: server not in self._alone and not self._waiting[server])
+            self._users[server] += 1
+        try:
+            yield
+        finally:
+            with self._changed:
+                self._users[server] -= 1
+                if kills:
+                    self._alone.discard(server)
+                self._changed.notify_all()
+
+
 def _run(args: argparse.Namespace) -> int:
     need: dict[str, list[tuple[str, int]]] = {}
     for pair in args.pairs:
@@ -132,8 +186,14 @@ def _run(args: argparse.Namespace) -> int:
         for i in range(max(n for _, n in suites)):
             todo.append((backend, [s for s, n in suites if n > i], draw.randrange(2**32)))
     draw.shuffle(todo)  # the backends interleaved, so a partial measurement covers all of them
+    servers = _Servers()
+
+    def one(backend: str, suites: list[str], seed: int) -> tuple[str, int, int]:
+        with servers.held(_server(backend), kills=any(s in CRASH_SUITES for s in suites)):
+            return _one(backend, suites, seed, args.nice, not args.full)
+
     with concurrent.futures.ThreadPoolExecutor(args.parallel) as pool:
-        futures = [pool.submit(_one, b, suites, seed, args.nice, not args.full) for b, suites, seed in todo]
+        futures = [pool.submit(one, b, suites, seed) for b, suites, seed in todo]
         for future in concurrent.futures.as_completed(futures):
             backend, seed, code = future.result()
             print(f"{backend} seed {seed}: exit {code}", flush=True)
