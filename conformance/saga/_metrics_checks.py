@@ -197,7 +197,8 @@ class Ledgered:
             else:
                 retried = 0 if log is None else log.retried_within(start)
                 inside = log is not None and log.refused_inside(start)
-                self._tally(name, unit, args, outcome, retried, refused_inside=inside)
+                last = self.refused_call() is not None
+                self._tally(name, unit, args, outcome, retried, refused_inside=inside, refused_last=last)
             # The model state after this call is the state before the next one (see module doc).
             self._model, self._parts = self._machine.model, dict(self._machine.model_parts)
             return outcome
@@ -214,10 +215,12 @@ class Ledgered:
         retried: int,
         *,
         refused_inside: bool = False,
+        refused_last: bool = False,
     ) -> None:
         """``retried``: attempts the runtime ran again after its database refused them, each one
         more observation of the unit's transaction stage (S-OBS-02). ``refused_inside``: the
-        database refused the call's last transaction at a statement, not at its COMMIT."""
+        database refused the call's last transaction at a statement, not at its COMMIT.
+        ``refused_last``: it refused the call's last transaction (at a statement or at COMMIT)."""
         ledger = self.ledger
         joined_refused = isinstance(outcome, m.RolledBack) and refused_inside
         if (
@@ -266,6 +269,13 @@ class Ledgered:
         for stage in tally.stages:
             if stage is m.Stage.HANDLER:
                 ledger.handler_retries += retried
+                if refused_last:
+                    # The call's last attempt was refused too, before the body reached the handler
+                    # (the inbox claim, the gate's read) or after it: observed or not, as a retried
+                    # one. Counted as run, two postgres/saga runs side by side reported S-OBS-02
+                    # ("observed 6 attempts, the harness ran 10"), which no replay met again.
+                    ledger.stages[stage] -= 1
+                    ledger.handler_retries += 1
             else:
                 ledger.stages[stage] += retried
         if tally.stages and isinstance(outcome, FAILED):

@@ -40,6 +40,7 @@ from conformance.saga import _base as base
 from conformance.saga._port import TransactionLog
 from conformance.saga._timing import TimedBackend
 from impls.saga import SagaBackendError, SagaBackendErrorKind
+from impls.saga._unit import MAX_ATTEMPTS
 from impls.saga.memory._backend import MemorySagaBackend, MemoryTransaction
 from impls.saga_inspect import MemorySagaInspector
 from impls.sql._inspect import SqlSagaInspector
@@ -98,6 +99,48 @@ def test_a_start_whose_begin_the_database_refused_is_settled_as_rolled_back() ->
     assert _begins_refused == [0]
     assert "database-refused-every-attempt" in context.example_reached
     machine.teardown()
+    assert context.last_failure is None
+
+
+# -- a delivery the database refused on every attempt, before its handler ran -------------------
+
+_claims_refused = [0]
+
+
+class _ClaimRefused(MemoryTransaction):
+    def claim_command(self, command_id: str) -> bool:
+        if _claims_refused[0]:
+            _claims_refused[0] -= 1
+            raise REFUSED
+        return super().claim_command(command_id)
+
+
+class ClaimRefused(MemorySagaBackend):
+    """Refuses the next ``_claims_refused[0]`` inbox claims: a delivery's first statement."""
+
+    def begin(self) -> MemoryTransaction:
+        return _ClaimRefused(self)
+
+
+def claim_refused(namespace: str) -> MemorySagaBackend:
+    return ClaimRefused(namespace)
+
+
+def test_a_delivery_refused_before_its_handler_on_every_attempt_may_observe_no_handler() -> None:
+    """Two postgres/saga runs side by side: S-OBS-02, "participant_handler observed 6 attempts, the
+    harness ran 10 (and up to 8 retried)", flaky. The ledger counted the handler of each delivery
+    refused on every attempt as run; refused at the inbox claim, it never ran."""
+    _claims_refused[0] = 0
+    context, machine = _machine("claim_refused")
+    machine.first_start(key=1)
+    machine._relay_commands(crash=False)
+    assert machine.wire.commands
+    _claims_refused[0] = MAX_ATTEMPTS  # every attempt of the next delivery
+    deliver = base.unwrapped(type(machine).deliver_command)
+    deliver(machine, index=0, decision="succeed", fate="committed", ack_lost=False)
+    assert _claims_refused == [0]
+    assert "database-refused-every-attempt" in context.example_reached
+    machine.teardown()  # quiescence checks the metrics against the ledger (S-OBS-02)
     assert context.last_failure is None
 
 
