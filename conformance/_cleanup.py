@@ -20,6 +20,8 @@ backends); a backend without one is left alone.
   and drops the harness's, those older than a cut-off, so runs in progress keep theirs.
 
 A drop that fails (an outage) is counted, never raised: leftovers are for ``conformance clean``.
+Every backend call here is under the watchdog (``conformance._outage``): a passing example's, so a
+server frozen at its end ends the run as an outage; ``settle``'s, whose first late call ends the drops.
 A drop that *reports success* is a promise, though (issue 19 item 7: flat growth, ``conformance
 clean``), and is judged (C-POST-12 for stores and outboxes, S-TX-04 for saga backends): after the
 drops of a passing example, each dropped object's namespace is opened again with its factory and
@@ -49,6 +51,7 @@ from typing import Any, Protocol, TypeVar
 import attrs
 
 from conformance._opened import Opened
+from conformance._outage import BackendLost, bounded
 from conformance._violations import Violation
 from impls.api import NamespaceOwner
 
@@ -288,14 +291,22 @@ class Namespaces:
         kept = self.failing[-1] if keep_last and self.failing else []
         if done:
             loop = asyncio.new_event_loop()
+
+            def run(coro: Awaitable[T]) -> T:
+                return loop.run_until_complete(bounded("a failing example's namespace drop", coro))
+
+            owners = [item for example in done for item in example if offers_drop(item.value)]
             try:
-                for example in done:
-                    for item in example:
-                        if offers_drop(item.value):
-                            if reopen_and_drop(item, loop.run_until_complete):
-                                self.dropped += 1
-                            else:
-                                self.failed_drops += 1
+                for index, item in enumerate(owners):
+                    try:
+                        dropped = reopen_and_drop(item, run)
+                    except BackendLost:  # the server stopped answering: the rest is `conformance clean`'s
+                        self.failed_drops += len(owners) - index
+                        break
+                    if dropped:
+                        self.dropped += 1
+                    else:
+                        self.failed_drops += 1
             finally:
                 loop.close()
         self.failing = [kept] if kept else []

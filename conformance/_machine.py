@@ -38,7 +38,7 @@ from conformance._cleanup import CleanupJudge, Namespaces, namespace_stamp
 from conformance._faults import ALL_FAULTS, FaultFilter
 from conformance._latency import CallLatencies
 from conformance._opened import start_recording
-from conformance._outage import BackendLost, lost, outage_reason
+from conformance._outage import BackendLost, bounded, lost, outage_reason
 from conformance._violations import HarnessEnvironmentError, JsonValue, Violation
 
 T = TypeVar("T")
@@ -255,6 +255,11 @@ class ConformanceMachine(RuleBasedStateMachine):
     def run(self, coro: Awaitable[T]) -> T:
         return self.loop.run_until_complete(coro)
 
+    def run_cleanup(self, coro: Awaitable[T]) -> T:
+        """``run`` under the watchdog: the drops and read-backs of a passing example are backend
+        calls too, and a frozen server there must end the run as an outage (``conformance._outage``)."""
+        return self.run(bounded("the namespace cleanup's backend call", coro, self.context))
+
     def note(self, line: str | Callable[[], str]) -> None:
         """One line of the step's trace; a callable is called only when the trace is read (a
         failure's report, a test): most steps pass, and their lines are never shown."""
@@ -358,7 +363,7 @@ class ConformanceMachine(RuleBasedStateMachine):
                     # Before close: the same objects. Only a finished example's drop is judged
                     # (C-POST-12, S-TX-04): after a signal or the budget, exit first, clean later.
                     judge = self.cleanup_judge() if finished else None
-                    left = self.context.cleanup.passed(self.opened, self.run, judge)
+                    left = self.context.cleanup.passed(self.opened, self.run_cleanup, judge)
                     if left is not None:
                         left.context.setdefault("at", "cleanup")
                         self.record_failure(left)

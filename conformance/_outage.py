@@ -9,7 +9,7 @@ Two things end a suite as ``ERROR`` (exit 2, one line naming what failed) instea
   (``outage_reason``: one real protocol request, conformance/services/). A server that does not
   is why the run failed: no failure file, no JUnit failure. A server the harness itself killed
   (``server-crash``) is back before the harness reads again, so it never counts.
-* **The watchdog.** Every backend call the commit oracle makes, every factory and every close is
+* **The watchdog.** Every backend call the commit oracle makes, every factory, drop and close is
   awaited under a bound (``RATCHET_WATCHDOG_S``, default 20 s; a store's own timeouts are shorter).
   A call that does not return within it raises ``BackendLost``, a ``BaseException``: Hypothesis does
   not shrink it (it would only hang again), a committer does not turn it into a ``CommitError``, and

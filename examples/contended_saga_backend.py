@@ -1,11 +1,13 @@
 """A correct saga backend under contention: the in-memory backend whose database refuses every
 third COMMIT with a definite rollback, as PostgreSQL's serialization failures (``40001``) and
-MariaDB's deadlocks do when other sessions write the same tables.
+MariaDB's deadlocks do when other sessions write the same tables; and the first statement of
+every fifth transaction, reads included, as PostgreSQL's SSI does at a statement too (it may pick
+a read-only transaction as the victim, and a deadlock is reported at the statement that waited).
 
 Nothing of a refused transaction applies, so a runtime that runs the unit again (bounded,
-``impls.saga.run_unit``) keeps every outcome the model's. Each retried attempt is one more
-observation of its stage (S-OBS-02), which the metrics ledger counts at the storage port
-(``conformance/saga/_timing.TransactionLog``)::
+``impls.saga.run_unit``; a read, ``impls.saga.read_only``) keeps every outcome the model's. Each
+retried attempt is one more observation of its stage (S-OBS-02), which the metrics ledger counts
+at the storage port (``conformance/saga/_timing.TransactionLog``)::
 
     conformance run --saga-backend examples.contended_saga_backend:contended --suite saga
 
@@ -19,17 +21,50 @@ the storage port saw the database refuse the unit's last transaction (``_base.da
 
 from __future__ import annotations
 
-from impls.saga import SagaBackendError, SagaBackendErrorKind
+from collections.abc import Callable
+from typing import Any
+
+from impls.saga import SagaBackendError, SagaBackendErrorKind, SagaTransaction
 from impls.saga.memory._backend import MemorySagaBackend, MemoryTransaction
 
 #: Every how many COMMITs of one backend object the database refuses.
 REFUSE_EVERY = 3
+#: Every how many transactions of one backend object the database refuses at the first statement
+#: (the transaction begun, nothing of it run yet). Five, beside the COMMITs' three, so a unit's
+#: consecutive attempts (``impls.saga.MAX_ATTEMPTS``) and a read's are never all refused.
+REFUSE_STATEMENT_EVERY = 5
+#: A transaction's statements: what the port's ``SagaTransaction`` offers but its end.
+STATEMENTS = frozenset(
+    name for name in dir(SagaTransaction) if not name.startswith("_") and name not in ("commit", "rollback")
+)
 
 
 class _ContendedTransaction(MemoryTransaction):
     def __init__(self, backend: ContendedBackend) -> None:
         super().__init__(backend)
         self._contended = backend
+        backend.transactions += 1
+        self._refuse_statement = backend.transactions % REFUSE_STATEMENT_EVERY == 0
+
+    def __getattribute__(self, name: str) -> Any:
+        attribute = object.__getattribute__(self, name)
+        if name not in STATEMENTS or not object.__getattribute__(self, "_refuse_statement"):
+            return attribute
+        return self._statement(attribute)
+
+    def _statement(self, statement: Callable[..., Any]) -> Callable[..., Any]:
+        # Refused when called, not when looked up: a caller may hold the method before it calls it.
+        def refused_first(*args: Any, **kwargs: Any) -> Any:
+            if self._refuse_statement:
+                self._refuse_statement = False
+                self.rollback()
+                raise SagaBackendError(
+                    SagaBackendErrorKind.ROLLED_BACK,
+                    "could not serialize access due to read/write dependencies",
+                )
+            return statement(*args, **kwargs)
+
+        return refused_first
 
     def commit(self) -> None:
         self._contended.commits += 1
@@ -43,6 +78,7 @@ class ContendedBackend(MemorySagaBackend):
     def __init__(self, namespace: str) -> None:
         super().__init__(namespace)
         self.commits = 0
+        self.transactions = 0
 
     def begin(self) -> MemoryTransaction:
         return _ContendedTransaction(self)

@@ -138,8 +138,8 @@ def _redact(parts: SplitResult) -> str:
 
 def address_of(name: str, value: str) -> tuple[str, int]:
     """The (host, port) an endpoint of service ``name`` connects to (a URL/DSN, or CQL's host:port)."""
-    if name == "cassandra":
-        return split_host_port(value, CQL_DEFAULT_PORT)
+    if name == "cassandra":  # a ring's contacts share one port; the first one answers for them
+        return split_host_port(value.partition("?")[0].split(",")[0], CQL_DEFAULT_PORT)
     if name == "kafka":
         return split_host_port(value.split(",")[0], KAFKA_DEFAULT_PORT)
     parts = urlsplit(value)
@@ -149,9 +149,12 @@ def address_of(name: str, value: str) -> tuple[str, int]:
 
 def with_address(name: str, value: str, host: str, port: int) -> str:
     """The endpoint ``value`` of service ``name`` pointed at ``host:port`` instead (e.g. a proxy);
-    user, password, database and options are kept."""
-    if name in ("cassandra", "kafka"):
+    user, password, database and options (a CQL contact's ``?replication_factor=N``) are kept."""
+    if name == "kafka":
         return f"{host}:{port}"
+    if name == "cassandra":
+        options = value.partition("?")[2]
+        return f"{host}:{port}?{options}" if options else f"{host}:{port}"
     parts = urlsplit(value)
     credentials = parts.netloc.rpartition("@")[0]
     netloc = f"{credentials}@{host}:{port}" if credentials else f"{host}:{port}"

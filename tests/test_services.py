@@ -13,6 +13,7 @@ import pytest
 
 from conformance import services
 from conformance.services import SERVICE_NAMES, SERVICES, how_to_start, probe
+from impls import endpoints
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -124,6 +125,19 @@ def test_endpoints_follow_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
     assert services.mysql_params() == services.MysqlParams("db", 3307, "u", "p@ss", "x")
     monkeypatch.setenv("RATCHET_PG_DSN", "")  # empty means unset
     assert services.pg_dsn() == SERVICES["postgres"].default
+
+
+def test_an_endpoint_pointed_elsewhere_keeps_its_options() -> None:
+    # The fault proxy stands in for a server: a ring's replication factor must reach the store.
+    ring = "127.0.0.1:9042,127.0.0.2:9042?replication_factor=3"
+    assert endpoints.address_of("cassandra", ring) == ("127.0.0.1", 9042)
+    assert endpoints.with_address("cassandra", ring, "127.0.0.9", 5) == "127.0.0.9:5?replication_factor=3"
+    assert endpoints.with_address("cassandra", "db:9042", "127.0.0.9", 5) == "127.0.0.9:5"
+    dsn = "postgresql://u:p@db:5432/x?sslmode=disable"
+    assert (
+        endpoints.with_address("postgres", dsn, "127.0.0.9", 5)
+        == "postgresql://u:p@127.0.0.9:5/x?sslmode=disable"
+    )
 
 
 def test_script_env_matches_module_defaults() -> None:

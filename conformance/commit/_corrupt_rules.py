@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any
 from hypothesis.stateful import precondition, rule
 
 from conformance._machine import ConformanceMachine, step
+from conformance._outage import bounded
 from conformance._violations import HarnessEnvironmentError
 from conformance.commit._judge import show
 from impls.api import NamespaceOwner, StoreInspector
@@ -133,11 +134,12 @@ class CorruptRules(ConformanceMachine):
         try:
             await self._on(real, send)
         finally:
+            # Under the watchdog like every backend call: a frozen server is an outage, not a hang.
             if isinstance(real, NamespaceOwner):
                 with contextlib.suppress(MessageStoreError):
-                    await real.drop_namespace()
+                    await bounded("the inspected store's drop", real.drop_namespace(), self.context)
             with contextlib.suppress(MessageStoreError):
-                await real.close()
+                await bounded("the inspected store's close", real.close(), self.context)
 
     async def _settled(self, real: Any, op: str, key: CommitKey, call: Callable[[], Awaitable[Any]]) -> Any:
         """``call`` (idempotent) until it answers other than uncertainly; C-ERR-01 checks included."""

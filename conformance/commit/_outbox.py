@@ -39,6 +39,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any, TypeVar
 
 from conformance._faults import FaultKind
+from conformance._outage import bounded
 from conformance._violations import HarnessEnvironmentError
 from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_DOWN, OUTBOX_FAILED
 from conformance.commit._judge import OUTBOX_CHECKS, show
@@ -322,8 +323,9 @@ async def long_listing(oracle: OutboxOracle, context: Any) -> None:
     try:
         await oracle.audit_long_listing(outbox)
     finally:
+        # Under the watchdog like every backend call: a frozen server is an outage, not a hang.
         if isinstance(outbox, NamespaceOwner):
             with contextlib.suppress(MessageStoreError):
-                await outbox.drop_namespace()
+                await bounded("the listed outbox's drop", outbox.drop_namespace(), context)
         with contextlib.suppress(MessageStoreError):
-            await outbox.close()
+            await bounded("the listed outbox's close", outbox.close(), context)

@@ -207,7 +207,8 @@ class CommitWorld(ConformanceMachine):
 
     def cleanup_judge(self) -> CommitCleanupJudge:
         """C-POST-12: the dropped namespace, opened again, reads as empty (``_cleanup_judge``)."""
-        return CommitCleanupJudge(self.oracle, self.membership, self.now, self.run, self.context.reach)
+        run, reach = self.run_cleanup, self.context.reach
+        return CommitCleanupJudge(self.oracle, self.membership, self.now, run, reach)
 
     def close(self) -> None:
         if self.real is not None:

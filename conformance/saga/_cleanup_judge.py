@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from impls.saga import SagaBackend, SagaBackendError
+from impls.saga import SagaBackend, SagaBackendError, SagaTransaction, read_only
 
 
 class SagaCleanupJudge:
@@ -37,8 +37,8 @@ class SagaCleanupJudge:
     def leftovers(self, reopened: object) -> str | None:
         if not isinstance(reopened, SagaBackend):
             return None
-        tx = reopened.begin()
-        try:
+
+        def listed(tx: SagaTransaction) -> str | None:
             for name, rows in (
                 ("commands", tx.list_commands()),
                 ("timers", tx.list_timers()),
@@ -48,6 +48,8 @@ class SagaCleanupJudge:
             ):
                 if rows:
                     return f"{len(rows)} {name} still listed"
-        finally:
-            tx.rollback()
-        return None
+            return None
+
+        # A contended database may refuse a read too (a definite rollback): it is run again, as
+        # the runtime's own reads are (``read_only``), rather than left as no verdict.
+        return read_only(reopened, listed)

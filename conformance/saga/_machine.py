@@ -283,6 +283,7 @@ class SagaMachine(StartRules, CatalogRules, DeliveryRules, TimerRules, Managemen
         ):
             self._start(0, 0, -1, "committed", "upload")  # its schema-declared raw input (S-START-11)
         self.revoke_at_each_checkpoint()  # each eligibility checkpoint says no once (S-START-04)
+        self.conflict_on_both_sides()  # replays with digests before and after the stored one (S-START-02)
         self.catalog_touched = True
         self.pause_one()  # one pause and its resume in every example, revisions read back (S-MGT-05)
         self.resume_all()  # a paused saga defers everything until its operator resumes it (S-MGT-05)

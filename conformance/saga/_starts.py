@@ -31,12 +31,22 @@ PAYLOAD_FORMS: dict[str, Callable[[bytes], tuple[bytes | None, m.SagaPayload | N
 }
 
 
+#: Replays ``conflict_on_both_sides`` tries at most: the chance that as many uniformly spread
+#: digests all fall on one side of the stored one is 2**-31.
+CONFLICT_TRIES = 32
+
+
 def _start_rule(expected: object, joined: bool) -> str:
     if joined:
         return "S-START-06"
     if isinstance(expected, m.PayloadRejected):
         return "S-START-10" if expected.problem is m.PayloadProblem.BOTH_GIVEN else "S-START-11"
-    rules = {m.QuotaExhausted: "S-START-13", m.DefinitionNotStartable: "S-CAT-05", m.Started: "S-START-01"}
+    rules = {
+        m.QuotaExhausted: "S-START-13",
+        m.DefinitionNotStartable: "S-CAT-05",
+        m.Started: "S-START-01",
+        m.StartConflict: "S-START-02",  # a different digest (it fell to S-START-08's default)
+    }
     return rules.get(type(expected), "S-START-01" if isinstance(expected, m.AlreadyExists) else "S-START-08")
 
 
@@ -114,6 +124,7 @@ class StartRules(SagaMachineBase):
         definition: str = "order",
         form: str = "declared",
         joined: bool = False,
+        data: bytes | None = None,
     ) -> object:
         """A start beside the model (S-START-01..13, S-CAT-05, S-CAT-08).
 
@@ -121,7 +132,7 @@ class StartRules(SagaMachineBase):
         then admitting its schema-declared non-JSON input); ``form`` how the payload is given
         (``declared``: the definition's own contract); the fourth order key is tried only once
         the tenant's quota is full; ``joined`` runs the start inside a transaction the harness
-        owns as the host (S-START-06).
+        owns as the host (S-START-06); ``data``: these payload bytes instead of ``payload``'s.
         """
         if definition == "upload":
             def_key, business_key = w.UPLOAD_KEY, w.UPLOAD_KEYS[key % len(w.UPLOAD_KEYS)]
@@ -132,7 +143,8 @@ class StartRules(SagaMachineBase):
         joined = joined and self.caps.joined_starts
         if form == "declared":
             form = "raw_schema" if definition == "upload" else "json"
-        json_payload, raw_payload = PAYLOAD_FORMS[form](w.PAYLOADS[payload % len(w.PAYLOADS)])
+        given = w.PAYLOADS[payload % len(w.PAYLOADS)] if data is None else data
+        json_payload, raw_payload = PAYLOAD_FORMS[form](given)
         request = m.StartSaga(def_key, business_key, json_payload=json_payload, raw_payload=raw_payload)
         eligibility = m.Eligibility(None if revoked < 0 else revoked)
         commit = self._set_fate(fate)
@@ -171,6 +183,25 @@ class StartRules(SagaMachineBase):
             self.after_step()
             if expected == m.EligibilityRevoked(checkpoint):
                 self.context.reach(f"eligibility-revoked:{checkpoint}")
+
+    def conflict_on_both_sides(self) -> None:
+        """A replay of the first business key's start with other JSON payloads, until one's start
+        digest sorts before the stored one and another's after it (S-START-02: a different digest
+        is StartConflict, whichever way it sorts). The drawn replays use the world's few payloads,
+        so a runtime comparing digests by order (``>=`` for ``==``) met a conflict from one side
+        only, or none, as its stored digest and the drawn payload fell. Each replay writes nothing
+        (``after_step``); nothing is drawn from Hypothesis."""
+        sides: set[bool] = set()
+        for quantity in range(1, CONFLICT_TRIES + 1):
+            expected = self._start(0, 0, -1, "committed", data=b'{"qty":%d}' % quantity)
+            self.after_step()
+            if isinstance(expected, m.StartConflict):
+                sides.add(expected.offered_digest < expected.existing_digest)
+                if len(sides) == 2:
+                    self.context.reach("start-conflict-both-orders")
+                    return
+            elif not isinstance(expected, m.AlreadyExists):
+                return  # the definition no longer loads (retired): no replay is judged by digest
 
     @rule(action=st.sampled_from(["activate"] * 8 + ["deprecate", "retire"]))
     @step

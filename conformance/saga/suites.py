@@ -85,6 +85,9 @@ def saga_targets(stats: SuiteStats) -> Mapping[str, str]:
         targets[f"eligibility-revoked:{checkpoint}"] = (
             f"no start was refused at checkpoint {checkpoint} (S-START-04)"
         )
+    targets["start-conflict-both-orders"] = (
+        "no replay conflicted with a stored start digest sorting both before and after its own (S-START-02)"
+    )
     targets["joined-start-left-last-gate"] = "no joined start passed the gate its host owns"
     for how in DRAWN_FORGERIES:
         targets[f"forged-command:{how}"] = f"no command forged by {how} was refused (S-PART-05)"

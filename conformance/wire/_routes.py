@@ -114,7 +114,8 @@ def route(service: str) -> WireRoute:
         joiner = "&" if "?" in proxied else "?"
         proxied = f"{proxied}{joiner}socket_timeout={REDIS_CLIENT_TIMEOUT_S}"
     elif service == "cassandra":
-        proxied = f"{proxied}?request_timeout_s={CQL_CLIENT_TIMEOUT_S}"
+        joiner = "&" if "?" in proxied else "?"
+        proxied = f"{proxied}{joiner}request_timeout_s={CQL_CLIENT_TIMEOUT_S}"
     return WireRoute(service, proxy, proxied, service in MID_CALL_SERVICES, ENDPOINT_OPTIONS.get(service, ()))
 
 

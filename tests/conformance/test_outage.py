@@ -14,10 +14,13 @@ import attrs
 import pytest
 
 from conformance import Report, Verdict, run_conformance
+from conformance._cleanup import Namespaces
+from conformance._opened import Opened
 from conformance._runner import RunOptions, run_matrix
 from conformance._suites import FAMILIES, load_suites, suite_named
 from conformance.crash import LocalRedis
-from impls.api import MembershipDirectory
+from impls.api import InMemoryMembership, MembershipDirectory
+from impls.memory._store import MemoryMessageStore
 from model.commit import MessageStoreError
 
 SEED = 20_261_130
@@ -103,6 +106,52 @@ def test_a_factory_that_never_returns_is_reported_by_the_watchdog(
     assert report.exit_code == 2
     assert result.error == "the store factory did not return within 1s (watchdog; RATCHET_WATCHDOG_S)"
     assert time.perf_counter() - started < 10
+
+
+class _DropNeverReturns(MemoryMessageStore):
+    async def drop_namespace(self) -> None:
+        await asyncio.sleep(3600)
+
+
+async def drop_never_returns(namespace: str, membership: MembershipDirectory) -> object:
+    return _DropNeverReturns(namespace, membership)
+
+
+@pytest.mark.timing
+def test_a_drop_that_never_returns_is_reported_by_the_watchdog(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The cleanup of a passing example is a backend call too: a frozen server there (make test under
+    # load, 216 s of redis-py's own 10 s timeouts) must end the run as the watchdog's outage.
+    monkeypatch.setenv("RATCHET_WATCHDOG_S", "1")
+    started = time.perf_counter()
+    report = run_conformance(
+        drop_never_returns, suites=("store",), seed=SEED, failure_dir=tmp_path, database_dir=None
+    )
+    (result,) = report.results
+    assert result.verdict is Verdict.ERROR, report.details()
+    assert report.exit_code == 2
+    # The first drop the run makes hangs: the corrupt walk's own store, or a passing example's.
+    assert result.error is not None and "drop" in result.error, result.error
+    assert result.error.endswith("did not return within 1s (watchdog; RATCHET_WATCHDOG_S)"), result.error
+    assert time.perf_counter() - started < 20
+    assert not any(tmp_path.iterdir())
+
+
+def test_the_drops_at_the_end_of_a_run_stop_at_the_first_that_never_returns(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Counted as failed, never raised: the report comes first, the leftovers are `conformance clean`'s.
+    monkeypatch.setenv("RATCHET_WATCHDOG_S", "0.2")
+    membership = InMemoryMembership()
+    cleanup = Namespaces()
+    for name in ("a", "b", "c"):
+        opened = Opened(drop_never_returns, (name, membership), _DropNeverReturns(name, membership))
+        cleanup.failed([opened])
+    started = time.perf_counter()
+    cleanup.settle(keep_last=True)
+    assert time.perf_counter() - started < 5
+    assert (cleanup.dropped, cleanup.failed_drops, cleanup.kept) == (0, 2, ("c",))
 
 
 def sleeps_forever(namespace: str) -> object:

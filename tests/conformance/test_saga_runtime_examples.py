@@ -18,8 +18,8 @@ from conformance.cli import main
 from conformance.saga import _world as w
 from conformance.saga._base import unwrapped
 from examples.broken_saga_runtimes import BROKEN_SAGA_RUNTIMES
-from examples.contended_saga_backend import BURST, BURST_EVERY
-from impls.saga import SagaBackendError, SagaBackendErrorKind
+from examples.contended_saga_backend import BURST, BURST_EVERY, REFUSE_STATEMENT_EVERY, contended
+from impls.saga import SagaBackendError, SagaBackendErrorKind, read_only
 from impls.saga._unit import MAX_ATTEMPTS
 from model import saga as m
 from tests._planted import PLANTED_SHRINK_S, planted_options
@@ -83,9 +83,10 @@ def test_broken_saga_runtime_is_caught_and_replays(
 
 
 def test_a_backend_whose_database_refuses_some_commits_passes() -> None:
-    """The correct runtime on a database that refuses every third COMMIT (as contention does): it
-    runs each refused unit again under the same fate, and the ledger counts every attempt it ran
-    at the storage port, so no metric, outcome or row differs (S-OBS-02, S-OBS-03, S-TX-01)."""
+    """The correct runtime on a database that refuses every third COMMIT and the first statement of
+    every fifth transaction, reads included (as contention does): it runs each refused unit and
+    read again under the same fate, and the ledger counts every attempt it ran at the storage
+    port, so no metric, outcome or row differs (S-OBS-02, S-OBS-03, S-TX-01)."""
     report = run_conformance(
         "examples.contended_saga_backend:contended",
         suites=("saga",),
@@ -95,6 +96,29 @@ def test_a_backend_whose_database_refuses_some_commits_passes() -> None:
     )
     (result,) = report.results
     assert result.verdict is Verdict.PASS, report.details()
+
+
+def test_the_contended_database_refuses_a_statement_and_a_read_runs_again() -> None:
+    """``contended`` refuses the first statement of every fifth transaction with a definite
+    rollback, reads too (PostgreSQL's SSI may pick a read as its victim), and only the first:
+    ``read_only`` runs the refused read again and answers."""
+    backend = contended("contended-statement")
+    try:
+        for _ in range(REFUSE_STATEMENT_EVERY - 1):
+            backend.begin().rollback()
+        tx = backend.begin()
+        with pytest.raises(SagaBackendError) as refused:
+            tx.list_instances()
+        assert refused.value.kind is SagaBackendErrorKind.ROLLED_BACK
+        tx.rollback()
+        next_one = backend.begin()  # the sixth transaction: not refused
+        assert next_one.list_instances() == ()
+        next_one.rollback()
+        for _ in range(REFUSE_STATEMENT_EVERY - 1):
+            backend.begin().rollback()
+        assert read_only(backend, lambda tx: tx.list_instances()) == ()
+    finally:
+        backend.close()
 
 
 @pytest.mark.parametrize("seed", [1, 6])
