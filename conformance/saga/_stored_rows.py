@@ -10,11 +10,12 @@ example's choice sequence stays as it was. For each role's backend:
 2. on a backend that decodes its rows (``decodes``), one stored row of each kind found (at the
    start of quiescence or, for a kind not stored then, at its end) is made
    malformed in each of the ways ``MALFORMED`` lists (text an enum column cannot hold, NULL where
-   a number or a blob must be, and a definition's document canonically encoded but of the wrong
-   shape: each of its fields given another type, or its format tag a foreign one, re-encoded with
-   model.saga's encoder, ``Reencoded``), and every read of that kind (``READS``) must refuse it with
-   ``SagaBackendError(CORRUPT)``: a foreign exception, another error kind or a value (the row
-   decoded into something, skipped or defaulted) is S-TX-03. A transient refusal is asked again;
+   a number or a blob must be, and a definition's document or an envelope canonically encoded but
+   of the wrong shape: each of its fields given another type, or a document's format tag a foreign
+   one, re-encoded with model.saga's encoder, ``Reencoded``), and every read of that kind
+   (``READS``) must refuse it with ``SagaBackendError(CORRUPT)``: a foreign exception, another
+   error kind or a value (the row decoded into something, skipped or defaulted) is S-TX-03. A
+   transient refusal is asked again;
 3. the row's stored form is written back and every read must answer again; ``after_step`` then
    compares the whole world with the model once more.
 
@@ -87,31 +88,45 @@ class Reencoded:
         return m.encode((*fields[: self.index], value, *fields[self.index + 1 :]))
 
 
-#: The canonical definition document's fields (``model.saga.canonical_document``: ``L6:`` of
-#: format tag, tenant, workflow, version, first-input contract and steps).
-_DOCUMENT_FIELDS = 6
+@attrs.frozen
+class EachField:
+    """Stands for one ``Reencoded`` form per field of the stored canonical tuple, each field given
+    another type in turn (the tuple's length is the stored value's, so no layout is written here)."""
+
+
+def _forms(form: Mapping[str, object], original: Mapping[str, object]) -> list[Mapping[str, object]]:
+    """``form`` itself, or one form per field where it holds ``EachField`` (at most one name)."""
+    for name, value in form.items():
+        if isinstance(value, EachField):
+            stored = original.get(name)
+            fields = m.decode(bytes(stored)) if isinstance(stored, bytes | bytearray | memoryview) else None
+            if not isinstance(fields, tuple):
+                raise Violation("S-TX-03", "a stored blob is not a canonical tuple", {"stored": show(stored)})
+            return [{**form, name: Reencoded(index)} for index in range(len(fields))]
+    return [form]
+
 
 #: Per row kind, the malformed forms planted one at a time: each a set of fields and the values
 #: they get (a ``Reencoded`` value is computed from the stored one). Text no enum of the contract
 #: holds raises ValueError in a decoder; NULL where an integer or blob column must hold one,
-#: TypeError; a document of the wrong shape or under a format tag the runtime does not read, a
-#: value that would decode into something: a backend and the runtime's codec must turn each into
-#: CORRUPT.
+#: TypeError; a blob of the wrong shape or a document under a format tag the runtime does not
+#: read, a value that would decode into something: a backend and the runtime's codec must turn
+#: each into CORRUPT.
 MALFORMED: Mapping[str, tuple[Mapping[str, object], ...]] = {
     "definition": (
         {"lifecycle": "garbage"},
         {"document": None},
         {"document": Reencoded(0, foreign=f"{m.DOCUMENT_FORMAT}.foreign")},
-        *({"document": Reencoded(index)} for index in range(_DOCUMENT_FIELDS)),
+        {"document": EachField()},
     ),
     "capability": ({"transport": "garbage"}, {"generation": None}),
     "receipt": ({"version": None},),
     "instance": ({"status": "garbage"}, {"revision": None}),
     "journal": ({"phase": "garbage"}, {"step_index": None}),
-    "command": ({"envelope": b"\xff\xfe garbage"}, {"version": None}),
+    "command": ({"envelope": b"\xff\xfe garbage"}, {"envelope": EachField()}, {"version": None}),
     "timer": ({"due_ms": None},),
     "gate": ({"phase": "garbage"}, {"kind": "garbage"}),
-    "result": ({"envelope": b"\xff\xfe garbage"}, {"envelope": None}),
+    "result": ({"envelope": b"\xff\xfe garbage"}, {"envelope": None}, {"envelope": EachField()}),
     "control": ({"state": "garbage"}, {"revision": None}),
     "audit": ({"action": "garbage"}, {"seq": None}),
 }
@@ -281,7 +296,7 @@ def _plant(
     row: tuple[Key, dict[str, object]],
 ) -> None:
     key, original = row
-    for form in forms:
+    for form in [each for given in forms for each in _forms(given, original)]:
         missing = sorted(set(form) - set(original))
         if missing:
             raise Violation(

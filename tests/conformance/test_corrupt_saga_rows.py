@@ -12,7 +12,7 @@ import pytest
 from conformance import FailureFile, Report, replay, run_matrix
 from conformance._suites import BackendUnderTest, suite_named
 from conformance.saga import _world as w
-from conformance.saga._stored_rows import MALFORMED, READS, Reencoded
+from conformance.saga._stored_rows import MALFORMED, READS, Reencoded, _forms
 from examples.corrupt_saga_rows import CORRUPT_SAGA_ROWS
 from impls.api import SAGA_ROW_KINDS, SagaInspector
 from impls.saga import DefinitionRow, SagaBackend, SagaBackendError, SagaBackendErrorKind, codec
@@ -116,10 +116,6 @@ def test_each_reencoded_document_is_canonical_and_read_as_corrupt() -> None:
     (only the runtime codec's own checks can refuse it), differs from the stored one in the one
     field it names, and both definition reads refuse it on SQLite, which stores documents opaque."""
     stored = canonical_document(w.ARTIFACT)
-    forms = [
-        form["document"] for form in MALFORMED["definition"] if isinstance(form.get("document"), Reencoded)
-    ]
-    assert len(forms) == 7  # a foreign tag, then each of the L6 document's fields another type
     backend = open_sqlite_saga_backend("reencoded")
     inspector = saga_inspector(backend)
     assert inspector is not None
@@ -129,6 +125,13 @@ def test_each_reencoded_document_is_canonical_and_read_as_corrupt() -> None:
     )
     tx.commit()
     key, fields = _definition(inspector)
+    forms = [
+        each["document"]
+        for given in MALFORMED["definition"]
+        for each in _forms(given, fields)
+        if isinstance(each.get("document"), Reencoded)
+    ]
+    assert len(forms) == 7  # a foreign tag, then each of the L6 document's fields another type
     for form in forms:
         assert isinstance(form, Reencoded)
         written = form(fields["document"])
