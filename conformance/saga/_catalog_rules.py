@@ -56,8 +56,9 @@ def _key_order(key: m.CapabilityKey) -> tuple[str, str, int, int, str, str]:
 
 
 #: Shapes (``_world.DESCRIPTOR_SHAPES``) of a step's two replicas, one mix each: HTTP + gRPC,
-#: two Kafka topics, one Kafka topic, one Redis stream, gRPC twice (``_select_each_mix``).
-SELECTION_MIXES = ((0, 2), (3, 4), (3, 3), (5, 5), (2, 2))
+#: two Kafka topics, one Kafka topic, one Redis stream, gRPC twice at one address, HTTP at two
+#: addresses (per-replica routes whatever their targets; ``_select_each_mix``).
+SELECTION_MIXES = ((0, 2), (3, 4), (3, 3), (5, 5), (2, 2), (0, 1))
 #: Principals that are no owner, one sorting before every owner and one after (``retire_spare``).
 STRANGERS = ("a-stranger", "z-stranger")
 
@@ -365,8 +366,8 @@ class CatalogRules(SagaMachineBase):
         """The step's two replicas re-register in each mix of transports and targets, and both
         selections are read beside the model after each (S-ROUTE-11, S-ROUTE-12): HTTP and gRPC
         (two transports), two Kafka topics, one Kafka topic, one Redis stream, two gRPC replicas at
-        one address; then the next step, which holds none of them. A random program seldom lines
-        two replicas of one step up on these."""
+        one address, two HTTP replicas at two; then the next step, which holds none of them. A
+        random program seldom lines two replicas of one step up on these."""
         query = m.RouteQuery(key.definition, key.step_index)
         for first, second in SELECTION_MIXES:
             self._register(key, first, key.owner, w.LEASE_MS, "committed")

@@ -10,9 +10,12 @@ example's choice sequence stays as it was. For each role's backend:
 2. on a backend that decodes its rows (``decodes``), one stored row of each kind found (at the
    start of quiescence or, for a kind not stored then, at its end) is made
    malformed in each of the ways ``MALFORMED`` lists (text an enum column cannot hold, NULL where
-   a number or a blob must be), and every read of that kind (``READS``) must refuse it with
-   ``SagaBackendError(CORRUPT)``: a foreign exception, another error kind or a value (the row
-   decoded into something, skipped or defaulted) is S-TX-03. A transient refusal is asked again;
+   a number or a blob must be, and a definition's document or an envelope canonically encoded but
+   of the wrong shape: each of its fields given another type, or a document's format tag a foreign
+   one, re-encoded with model.saga's encoder, ``Reencoded``), and every read of that kind
+   (``READS``) must refuse it with ``SagaBackendError(CORRUPT)``: a foreign exception, another
+   error kind or a value (the row decoded into something, skipped or defaulted) is S-TX-03. A
+   transient refusal is asked again;
 3. the row's stored form is written back and every read must answer again; ``after_step`` then
    compares the whole world with the model once more.
 
@@ -27,12 +30,14 @@ from collections.abc import Callable, Mapping
 from functools import partial
 from typing import Any, ClassVar, Protocol, TypeVar
 
+import attrs
+
 from conformance._machine import RunContext
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.saga._base import ASK_AGAIN_TRIES, TRANSIENT, asking_again, show
 from conformance.saga._ratchet import RatchetRuntime
 from impls.api import SagaInspector
-from impls.saga import SagaBackend, SagaBackendError, SagaBackendErrorKind
+from impls.saga import SagaBackend, SagaBackendError, SagaBackendErrorKind, codec
 from impls.saga_inspect import saga_inspector
 from model import saga as m
 
@@ -52,29 +57,90 @@ class AuditedMachine(Protocol):
 Key = tuple[object, ...]
 Read = Callable[[Any, Key], object]
 
+
+def _another_type(value: m.Canon) -> m.Canon:
+    """A canonical value of another type that a careless decoder would still take: a tuple becomes
+    a text of as many characters (it unpacks into as many parts), a text its length, an integer
+    its decimal text, anything else the integer 0."""
+    if isinstance(value, tuple):
+        return "x" * len(value)
+    if isinstance(value, str):
+        return len(value)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return str(value)
+    return 0
+
+
+@attrs.frozen
+class Reencoded:
+    """A form computed from the stored value: the stored canonical tuple (model.saga's encoding)
+    decoded, its field ``index`` given ``foreign`` (``None``: another type, ``_another_type``) and
+    encoded again. Canonical bytes of the wrong shape: only the decoder's own checks refuse them."""
+
+    index: int
+    foreign: str | None = None
+
+    def __call__(self, stored: object) -> bytes:
+        fields = m.decode(bytes(stored)) if isinstance(stored, bytes | bytearray | memoryview) else None
+        if not (isinstance(fields, tuple) and self.index < len(fields)):
+            raise Violation("S-TX-03", "a stored document is not a canonical tuple", {"stored": show(stored)})
+        value = _another_type(fields[self.index]) if self.foreign is None else self.foreign
+        return m.encode((*fields[: self.index], value, *fields[self.index + 1 :]))
+
+
+@attrs.frozen
+class EachField:
+    """Stands for one ``Reencoded`` form per field of the stored canonical tuple, each field given
+    another type in turn (the tuple's length is the stored value's, so no layout is written here)."""
+
+
+def _forms(form: Mapping[str, object], original: Mapping[str, object]) -> list[Mapping[str, object]]:
+    """``form`` itself, or one form per field where it holds ``EachField`` (at most one name)."""
+    for name, value in form.items():
+        if isinstance(value, EachField):
+            stored = original.get(name)
+            fields = m.decode(bytes(stored)) if isinstance(stored, bytes | bytearray | memoryview) else None
+            if not isinstance(fields, tuple):
+                raise Violation("S-TX-03", "a stored blob is not a canonical tuple", {"stored": show(stored)})
+            return [{**form, name: Reencoded(index)} for index in range(len(fields))]
+    return [form]
+
+
 #: Per row kind, the malformed forms planted one at a time: each a set of fields and the values
-#: they get. Text no enum of the contract holds raises ValueError in a decoder; NULL where an
-#: integer or blob column must hold one, TypeError: a backend must turn both into CORRUPT.
+#: they get (a ``Reencoded`` value is computed from the stored one). Text no enum of the contract
+#: holds raises ValueError in a decoder; NULL where an integer or blob column must hold one,
+#: TypeError; a blob of the wrong shape or a document under a format tag the runtime does not
+#: read, a value that would decode into something: a backend and the runtime's codec must turn
+#: each into CORRUPT.
 MALFORMED: Mapping[str, tuple[Mapping[str, object], ...]] = {
-    "definition": ({"lifecycle": "garbage"}, {"document": None}),
+    "definition": (
+        {"lifecycle": "garbage"},
+        {"document": None},
+        {"document": Reencoded(0, foreign=f"{m.DOCUMENT_FORMAT}.foreign")},
+        {"document": EachField()},
+    ),
     "capability": ({"transport": "garbage"}, {"generation": None}),
     "receipt": ({"version": None},),
     "instance": ({"status": "garbage"}, {"revision": None}),
     "journal": ({"phase": "garbage"}, {"step_index": None}),
-    "command": ({"envelope": b"\xff\xfe garbage"}, {"version": None}),
+    "command": ({"envelope": b"\xff\xfe garbage"}, {"envelope": EachField()}, {"version": None}),
     "timer": ({"due_ms": None},),
     "gate": ({"phase": "garbage"}, {"kind": "garbage"}),
-    "result": ({"envelope": b"\xff\xfe garbage"}, {"envelope": None}),
+    "result": ({"envelope": b"\xff\xfe garbage"}, {"envelope": None}, {"envelope": EachField()}),
     "control": ({"state": "garbage"}, {"revision": None}),
     "audit": ({"action": "garbage"}, {"seq": None}),
 }
 
-#: Per row kind, every read of ``impls.saga.SagaTransaction`` that decodes such a row, by name.
+#: Per row kind, every read of ``impls.saga.SagaTransaction`` that decodes such a row, by name. A
+#: definition's document is opaque to the backend (S-CAT-01: the document is the row) and decoded
+#: by the runtime's codec, so its reads are the backend's read and that decoding together.
 READS: Mapping[str, Mapping[str, Read]] = {
     "definition": {
-        "list_definitions": lambda tx, key: tx.list_definitions(),
-        "load_definition": lambda tx, key: tx.load_definition(
-            m.DefinitionKey(str(key[0]), str(key[1]), int(str(key[2])))
+        "list_definitions": lambda tx, key: [
+            codec.artifact_from_document(row.document) for row in tx.list_definitions()
+        ],
+        "load_definition": lambda tx, key: _artifact(
+            tx.load_definition(m.DefinitionKey(str(key[0]), str(key[1]), int(str(key[2]))))
         ),
     },
     "capability": {"list_capabilities": lambda tx, key: tx.list_capabilities()},
@@ -103,6 +169,13 @@ READS: Mapping[str, Mapping[str, Read]] = {
         "list_audit": lambda tx, key: tx.list_audit(key[0]),
     },
 }
+
+
+def _artifact(row: object) -> object:
+    """A loaded definition row as the runtime reads it (``impls.saga._writes.entry_of``)."""
+    document = getattr(row, "document", None)
+    return row if document is None else codec.artifact_from_document(document)
+
 
 _CORRUPT = "SagaBackendError(corrupt)"
 
@@ -245,13 +318,17 @@ def _plant(
     role, backend, inspector = audited
     refusals = isinstance(machine.raw_runtime, RatchetRuntime) and machine.raw_runtime.refusals
     key, original = row
-    for form in forms:
+    for form in [each for given in forms for each in _forms(given, original)]:
         missing = sorted(set(form) - set(original))
         if missing:
             raise Violation(
                 "S-TX-03", f"the inspector's {kind} rows have no fields {missing}", {"role": role}
             )
-        _asked_again(partial(inspector.write_raw, kind, key, form))
+        written = {
+            name: value(original[name]) if isinstance(value, Reencoded) else value
+            for name, value in form.items()
+        }
+        _asked_again(partial(inspector.write_raw, kind, key, written))
         machine.note(f"stored rows: {role}'s {kind} row {key!r} written as {form!r}")
         for name, read in READS[kind].items():
             answer = _read(backend, read, key, refusals)

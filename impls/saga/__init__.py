@@ -40,6 +40,7 @@ from ._metrics import read_facts as read_facts
 from ._metrics import with_facts as with_facts
 from ._orchestrator import EligibilityCheck as EligibilityCheck
 from ._orchestrator import Orchestrator as Orchestrator
+from ._orchestrator import UnfencedTimers as UnfencedTimers
 from ._orchestrator import always_eligible as always_eligible
 from ._participant import Participant as Participant
 from ._routes import capability_key_of as capability_key_of

@@ -93,7 +93,7 @@ class SagaCapabilities:
     ``fenced_timers``: ``renew_timer``/``release_timer``/``complete_timer`` compare the lease
     token and its expiry (``lease_expires_ms > now_ms``) in the same conditional write, and
     ``allocate_fencing_token`` never repeats a token, even after timer removal (S-TIMER-01..04).
-    The runtime refuses to run timers without it.
+    ``Orchestrator`` refuses to be built on a backend without it (``UnfencedTimers``).
     ``row_locks``: ``lock=True`` reads take a row lock held until the end of the transaction
     (``SELECT ... FOR UPDATE``); without it the backend serializes whole transactions
     (SQLite ``BEGIN IMMEDIATE``, the memory backend's single writer).

@@ -5,7 +5,8 @@ with the model's step policy (``model.saga.react``) and derived identities, and 
 rows in the same transaction (S-ORCH-02). Verification of a result happens before the
 inbox claim, so a refused message never occupies a dedupe key (S-ORCH-01). Timer writes
 go through the backend's fenced operations and the runtime trusts their answer, never a
-fence it checked itself (S-TIMER-01, S-TIMER-02).
+fence it checked itself (S-TIMER-01, S-TIMER-02), so it refuses a backend whose capabilities do
+not say ``fenced_timers`` (``UnfencedTimers``).
 """
 
 from __future__ import annotations
@@ -158,9 +159,24 @@ def always_eligible(_checkpoint: int) -> bool:
     return True
 
 
+@attrs.frozen(auto_exc=True)
+class UnfencedTimers(Exception):
+    """An orchestrator was given a backend whose capabilities lack ``fenced_timers``.
+
+    The seed puts a timer's claim, renewal, completion and release under the store's fencing
+    capability (失权 worker 不能继续推进), and every saga arms timers; the runtime fences
+    nothing itself, so on such a store a worker that lost its lease could still fire.
+    """
+
+    detail: str = "the backend does not fence timer writes (SagaCapabilities.fenced_timers)"
+
+
 @attrs.define
 class Orchestrator:
-    """The orchestrator side of the runtime over one backend (its database)."""
+    """The orchestrator side of the runtime over one backend (its database).
+
+    Raises ``UnfencedTimers`` when built on a backend without ``fenced_timers``.
+    """
 
     backend: SagaBackend
     trusted_producers: frozenset[str]
@@ -170,6 +186,10 @@ class Orchestrator:
     metrics: RuntimeMetrics = attrs.field(factory=process_metrics)
     #: What the quota counts: admitted starts, or instances in flight (S-START-13).
     quota_mode: QuotaMode = QuotaMode.ADMITTED
+
+    def __attrs_post_init__(self) -> None:
+        if not self.backend.capabilities.fenced_timers:
+            raise UnfencedTimers
 
     # -- catalog -----------------------------------------------------------------------
 

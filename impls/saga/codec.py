@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 
 from model.saga import (
+    DOCUMENT_FORMAT,
     Canon,
     CommandEnvelope,
     DecodeError,
@@ -166,12 +167,15 @@ def artifact_from_document(document: bytes) -> DefinitionArtifact:
 
     Every start and result reads its definition row; the document is immutable under its digest
     and the artifact frozen, so each distinct document is decoded once (a corrupt one, which
-    raises, is never kept)."""
+    raises, is never kept). A document under another format tag is one this codec cannot read,
+    however its fields look: CORRUPT like any other malformed form (S-TX-03)."""
     try:
         value = decode(document)
         if not (isinstance(value, tuple) and len(value) == 6):
             raise _Malformed
-        _, tenant, workflow, version, contract, steps = value
+        tag, tenant, workflow, version, contract, steps = value
+        if tag != DOCUMENT_FORMAT:
+            raise _Malformed
         if not (isinstance(contract, tuple) and len(contract) == 2):
             raise _Malformed
         media, schema = contract

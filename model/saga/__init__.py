@@ -102,6 +102,7 @@ from ._catalog import admits_capability as admits_capability
 from ._catalog import admits_new_start as admits_new_start
 from ._catalog import is_loadable as is_loadable
 from ._catalog import next_lifecycle as next_lifecycle
+from ._definition import DOCUMENT_FORMAT as DOCUMENT_FORMAT
 from ._definition import DefinitionArtifact as DefinitionArtifact
 from ._definition import StepDefinition as StepDefinition
 from ._definition import canonical_document as canonical_document

@@ -11,13 +11,15 @@ import pytest
 
 from conformance import FailureFile, Report, replay, run_matrix
 from conformance._suites import BackendUnderTest, suite_named
+from conformance.saga import _world as w
+from conformance.saga._stored_rows import MALFORMED, READS, Reencoded, _forms
 from examples.corrupt_saga_rows import CORRUPT_SAGA_ROWS
 from impls.api import SAGA_ROW_KINDS, SagaInspector
-from impls.saga import DefinitionRow, SagaBackend, SagaBackendError, SagaBackendErrorKind
+from impls.saga import DefinitionRow, SagaBackend, SagaBackendError, SagaBackendErrorKind, codec
 from impls.saga.memory import open_memory_saga_backend
 from impls.saga_inspect import saga_inspector
 from impls.sql import open_sqlite_saga_backend
-from model.saga import DefinitionKey, Lifecycle
+from model.saga import DefinitionKey, Lifecycle, canonical_document, decode, definition_digest
 from tests._planted import caught_and_replayed, planted_options
 
 # The fixed suite seed: the audit runs in every example's quiescence, so the first example fails.
@@ -107,3 +109,44 @@ def test_the_memory_inspector_reads_and_writes_values_it_never_decodes() -> None
 
 def test_no_inspector_for_a_backend_it_does_not_know() -> None:
     assert saga_inspector(object()) is None
+
+
+def test_each_reencoded_document_is_canonical_and_read_as_corrupt() -> None:
+    """The audit's definition documents of the wrong shape: each still decodes as a canonical tuple
+    (only the runtime codec's own checks can refuse it), differs from the stored one in the one
+    field it names, and both definition reads refuse it on SQLite, which stores documents opaque."""
+    stored = canonical_document(w.ARTIFACT)
+    backend = open_sqlite_saga_backend("reencoded")
+    inspector = saga_inspector(backend)
+    assert inspector is not None
+    tx = backend.begin()
+    assert tx.insert_definition(
+        DefinitionRow(w.ARTIFACT.key, definition_digest(w.ARTIFACT), stored, Lifecycle.ACTIVE)
+    )
+    tx.commit()
+    key, fields = _definition(inspector)
+    forms = [
+        each["document"]
+        for given in MALFORMED["definition"]
+        for each in _forms(given, fields)
+        if isinstance(each.get("document"), Reencoded)
+    ]
+    assert len(forms) == 7  # a foreign tag, then each of the L6 document's fields another type
+    for form in forms:
+        assert isinstance(form, Reencoded)
+        written = form(fields["document"])
+        before, after = decode(stored), decode(written)
+        assert isinstance(before, tuple) and isinstance(after, tuple) and len(after) == len(before)
+        assert [i for i, (a, b) in enumerate(zip(before, after, strict=True)) if a != b] == [form.index]
+        inspector.write_raw("definition", key, {"document": written})
+        for read in READS["definition"].values():
+            tx = backend.begin()
+            with pytest.raises(SagaBackendError) as refused:
+                read(tx, key)
+            tx.rollback()
+            assert refused.value.kind is SagaBackendErrorKind.CORRUPT, form
+    inspector.write_raw("definition", key, fields)
+    tx = backend.begin()
+    assert [codec.artifact_from_document(r.document) for r in tx.list_definitions()] == [w.ARTIFACT]
+    tx.rollback()
+    backend.close()

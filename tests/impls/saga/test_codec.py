@@ -14,7 +14,7 @@ import pytest
 from bench._saga_workload import command_for
 from conformance.saga import _world as w
 from impls.saga import SagaBackendError, SagaBackendErrorKind, codec
-from model.saga import canonical_document, decode, encode
+from model.saga import DOCUMENT_FORMAT, canonical_document, decode, encode
 
 
 def _command_with_attempt_as_text() -> bytes:
@@ -24,12 +24,23 @@ def _command_with_attempt_as_text() -> bytes:
     return encode((*fields[:-2], "1", fields[-1]))
 
 
+def _document_with(index: int, value: object) -> bytes:
+    """The canonical document of a published artifact with field ``index`` replaced, re-encoded."""
+    fields = decode(canonical_document(w.ARTIFACT))
+    assert isinstance(fields, tuple)
+    return encode((*fields[:index], value, *fields[index + 1 :]))  # type: ignore[arg-type]
+
+
 MALFORMED = [
     _command_with_attempt_as_text(),
     encode(None),
     encode(("not", "a", "document")),
-    encode(("tag", "t", "wf", "not-a-version", ("application/json", None), ())),
-    encode(("tag", "t", "wf", 1, ("application/json", None), (("only", "three", "fields"),))),
+    encode((DOCUMENT_FORMAT, "t", "wf", "not-a-version", ("application/json", None), ())),
+    encode((DOCUMENT_FORMAT, "t", "wf", 1, ("application/json", None), (("only", "three", "fields"),))),
+    # A well-formed document under a format tag the codec does not read (S-TX-03: no silent default).
+    _document_with(0, "ratchet.saga.definition/2"),
+    # The first-input contract as a two-character text, which unpacks like the pair it replaces.
+    _document_with(4, "ab"),
     b"\xff not canonical at all",
 ]
 

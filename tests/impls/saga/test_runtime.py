@@ -7,7 +7,15 @@ from collections.abc import Callable
 import attrs
 import pytest
 
-from impls.saga import SagaBackend, SagaBackendError, SagaBackendErrorKind, SagaTransaction
+from impls.saga import (
+    Orchestrator,
+    SagaBackend,
+    SagaBackendError,
+    SagaBackendErrorKind,
+    SagaCapabilities,
+    SagaTransaction,
+    UnfencedTimers,
+)
 from impls.saga import _unit as unit
 from impls.saga._unit import READ_ATTEMPTS, read_only
 from impls.saga.memory._backend import MemorySagaBackend
@@ -152,6 +160,22 @@ def test_stale_timer_token_is_refused(rig: Rig) -> None:
     assert rig.orch.renew_timer(timer.timer_id, first.token, 10_060, 50) == stale
     assert rig.orch.fire_timer(timer.timer_id, first.token, 10_060) == stale
     assert isinstance(rig.orch.renew_timer(timer.timer_id, second.token, 10_060, 50), TimerRenewed)
+
+
+class _UnfencedBackend(MemorySagaBackend):
+    """A store that does not fence its timer writes (or does not say it does)."""
+
+    @property
+    def capabilities(self) -> SagaCapabilities:
+        return SagaCapabilities(fenced_timers=False)
+
+
+def test_an_orchestrator_refuses_a_backend_without_fenced_timers() -> None:
+    """S-TIMER-01..04 rest on the store's fence (seed: 由 store 提供的 fencing capability 约束), and
+    the runtime checks none itself: it refuses to run on a store that does not offer one."""
+    with pytest.raises(UnfencedTimers):
+        Orchestrator(_UnfencedBackend("unfenced"), frozenset({"p0"}))
+    assert Orchestrator(MemorySagaBackend("fenced"), frozenset({"p0"})).backend.capabilities.fenced_timers
 
 
 def test_an_expired_lease_lost_authority_without_a_takeover(rig: Rig) -> None:
