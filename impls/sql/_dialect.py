@@ -31,9 +31,20 @@ class Dialect(Protocol):
         """What a driver exception means for the transaction it happened in."""
         ...
 
+    def error_code(self, error: BaseException) -> str | None:
+        """The engine's code for a driver exception ("SQLSTATE 40001", "error 1213"), or None:
+        put in a ``SagaBackendError``'s detail so an error that escapes a run names its cause."""
+        ...
+
     def create_table_suffix(self) -> str:
         """Appended to CREATE TABLE (engine options), usually ""."""
         ...
+
+
+def failure(what: str, dialect: Dialect, error: BaseException) -> str:
+    """``what`` failed, with the engine's code or else the driver's exception class: no message
+    text (it may name tables, keys or statements), only what says which kind of failure it was."""
+    return f"{what} ({dialect.error_code(error) or type(error).__name__})"
 
 
 def placeholders(dialect: Dialect, count: int) -> str:

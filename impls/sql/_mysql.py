@@ -28,7 +28,7 @@ import time
 from typing import Any
 
 import pymysql
-from pymysql.constants import CLIENT
+from pymysql.constants import CLIENT, SERVER_STATUS
 
 from impls.endpoints import MysqlParams, mysql_dsn, mysql_params
 from impls.saga._backend import SagaBackendErrorKind
@@ -82,6 +82,10 @@ class MysqlDialect:
         if during_commit:
             return SagaBackendErrorKind.OUTCOME_UNKNOWN
         return SagaBackendErrorKind.ROLLED_BACK
+
+    def error_code(self, error: BaseException) -> str | None:
+        code = error_code(error)
+        return None if code is None else f"error {code}"
 
     def create_table_suffix(self) -> str:
         return " ENGINE=InnoDB DEFAULT CHARSET=utf8mb4"
@@ -179,6 +183,9 @@ class MysqlEngine:
 
     def usable(self, raw: Any) -> bool:
         return bool(raw.open)
+
+    def in_transaction(self, raw: Any) -> bool:
+        return bool(raw.server_status & SERVER_STATUS.SERVER_STATUS_IN_TRANS)
 
     def session_id(self, raw: Any) -> int:
         return int(raw.thread_id())

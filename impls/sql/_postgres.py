@@ -32,6 +32,7 @@ from typing import Any
 
 import psycopg
 from psycopg import errors as pg_errors
+from psycopg import pq
 
 from impls.endpoints import pg_dsn
 from impls.saga._backend import SagaBackendErrorKind
@@ -84,6 +85,10 @@ class PostgresDialect:
                 return SagaBackendErrorKind.ROLLED_BACK
             return SagaBackendErrorKind.OUTCOME_UNKNOWN
         return SagaBackendErrorKind.ROLLED_BACK
+
+    def error_code(self, error: BaseException) -> str | None:
+        state = sqlstate(error)
+        return None if state is None else f"SQLSTATE {state}"
 
     def create_table_suffix(self) -> str:
         return ""
@@ -157,6 +162,10 @@ class PostgresEngine:
 
     def usable(self, raw: psycopg.Connection[Any]) -> bool:
         return not raw.closed and not raw.broken
+
+    def in_transaction(self, raw: psycopg.Connection[Any]) -> bool:
+        status = raw.info.transaction_status
+        return status in (pq.TransactionStatus.INTRANS, pq.TransactionStatus.INERROR)
 
     def session_id(self, raw: psycopg.Connection[Any]) -> int:
         return int(raw.info.backend_pid)

@@ -39,7 +39,7 @@ from impls.saga._backend import (
 from model.saga import DefinitionKey, DefinitionReference, Lifecycle, ReferenceKind, ResultKind
 
 from . import _codec as c
-from ._dialect import Dialect, placeholders
+from ._dialect import Dialect, failure, placeholders
 from ._saga_management import MANAGEMENT_SCHEMA, ManagementRows
 
 # Table -> (columns with types by role, primary key). Roles: K key text, T text, B blob, I int.
@@ -129,7 +129,9 @@ class SqlTransaction(ManagementRows):
         try:
             self._cursor.execute(self._sql(sql), params)
         except Exception as exc:
-            raise SagaBackendError(self._d.classify(exc, during_commit=False), "statement failed") from None
+            raise SagaBackendError(
+                self._d.classify(exc, during_commit=False), failure("statement failed", self._d, exc)
+            ) from None
         count = self._cursor.rowcount
         return int(count) if count is not None else 0
 
@@ -138,7 +140,9 @@ class SqlTransaction(ManagementRows):
         try:
             return list(self._cursor.fetchall())
         except Exception as exc:
-            raise SagaBackendError(self._d.classify(exc, during_commit=False), "fetch failed") from None
+            raise SagaBackendError(
+                self._d.classify(exc, during_commit=False), failure("fetch failed", self._d, exc)
+            ) from None
 
     def _one(self, sql: str, params: tuple[Any, ...] = ()) -> Any | None:
         rows = self._all(sql, params)
@@ -173,7 +177,7 @@ class SqlTransaction(ManagementRows):
             self._b.connection.commit() if self._b.driver_commits else self._cursor.execute("COMMIT")
         except Exception as exc:
             kind = self._d.classify(exc, during_commit=True)
-            raise SagaBackendError(kind, "commit failed") from None
+            raise SagaBackendError(kind, failure("commit failed", self._d, exc)) from None
 
     def rollback(self) -> None:
         if not self._open:

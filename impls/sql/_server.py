@@ -15,7 +15,9 @@ database needs on top:
   between examples: every example works in namespaces of its own.
 * **Connections die.** ``begin`` reconnects a connection that broke (the transaction on it
   is already gone on the server); closing a backend parks its idle connection in a small
-  per-endpoint pool, so opening a namespace costs no handshake.
+  per-endpoint pool, so opening a namespace costs no handshake. A transaction that nobody
+  ended is rolled back by the next ``begin`` (``_end_abandoned``): left, it poisoned the
+  connection for good.
 * **The driver door.** ``DriverConnection``/``DriverCursor`` are the only callers of the
   raw driver. They are also the fault seam (``DriverFaults``): the driver's own exception
   classes raised instead of a statement (serialization failure, deadlock, lock timeout) or
@@ -114,6 +116,11 @@ class Engine(Protocol):
         """Whether ``raw`` is still open and not known broken (no round trip)."""
         ...
 
+    def in_transaction(self, raw: Any) -> bool:
+        """Whether the session on ``raw`` is inside a transaction, as the driver last heard from
+        the server (no round trip): open, or failed and waiting for its ROLLBACK."""
+        ...
+
     def session_id(self, raw: Any) -> int:
         """The server's id of the session (PostgreSQL backend pid, MariaDB connection id)."""
         ...
@@ -183,6 +190,9 @@ class DriverConnection:
 
     def usable(self) -> bool:
         return self.engine.usable(self.raw)
+
+    def in_transaction(self) -> bool:
+        return self.engine.in_transaction(self.raw)
 
     def drop(self) -> None:
         """Close the socket; the server rolls back whatever transaction was open on it."""
@@ -379,11 +389,16 @@ class ServerSagaBackend(SqlSagaBackend):
                 tx.rollback()
                 raise
 
+    #: Transactions ``begin`` found still open on the connection (``_end_abandoned``).
+    abandoned_transactions = 0
+
     def begin(self) -> SqlTransaction:
         """BEGIN on a live connection. A connection that broke while idle is replaced once:
         nothing had started on it, so that is no retry of anybody's transaction."""
         if not self.connection.usable():
             self._reconnect()
+        elif self.connection.in_transaction():
+            self._end_abandoned()
         try:
             return self.transaction(self)
         except SagaBackendError:
@@ -394,6 +409,19 @@ class ServerSagaBackend(SqlSagaBackend):
             return self.transaction(self)
         except SagaBackendError:
             raise _unavailable("the database did not accept a transaction") from None
+
+    def _end_abandoned(self) -> None:
+        """A transaction nobody ended is still open on the connection (S-TX-01): its COMMIT was
+        never sent, so it is rolled back here. Left, it poisoned every later call: PostgreSQL
+        refuses any statement, BEGIN included, of a failed transaction until its ROLLBACK (a
+        backend that answered "rolled back" to every call for good), and MariaDB's BEGIN would
+        commit it."""
+        self.abandoned_transactions += 1
+        try:
+            with self.connection.raw.cursor() as cursor:
+                cursor.execute("ROLLBACK")
+        except Exception:
+            self._reconnect()  # a fresh session has no transaction at all
 
     def drop_namespace(self) -> None:
         """This namespace's rows of every shared table deleted in one transaction, run again while

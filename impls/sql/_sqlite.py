@@ -38,6 +38,10 @@ class SqliteDialect:
             return SagaBackendErrorKind.OUTCOME_UNKNOWN
         return SagaBackendErrorKind.ROLLED_BACK
 
+    def error_code(self, error: BaseException) -> str | None:
+        name = getattr(error, "sqlite_errorname", None)
+        return name if isinstance(name, str) else None
+
     def create_table_suffix(self) -> str:
         return ""
 

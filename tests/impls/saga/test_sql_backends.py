@@ -540,6 +540,31 @@ def test_a_session_killed_while_idle_is_replaced_unnoticed(
     backend.readiness()
 
 
+@pytest.mark.parametrize("failed", [True, False], ids=["failed", "open"])
+def test_a_transaction_left_unended_is_rolled_back_by_the_next_begin(
+    opener: Callable[..., ServerSagaBackend], namespace: str, failed: bool
+) -> None:
+    """S-TX-01: a transaction nobody ended (its owner gone without COMMIT or ROLLBACK) never sent
+    COMMIT, so it did not apply; the next BEGIN rolls it back. Before, one failed statement left
+    behind made PostgreSQL refuse every later statement of the connection, BEGIN included, as
+    "rolled back" for good (CI at 11f538a: a postgres/saga run ended with "the database answered
+    rolled_back (statement failed) on every attempt"), and MariaDB's BEGIN committed it."""
+    backend = opener(namespace)
+    left = backend.begin()
+    assert left.claim_command("c1")
+    if failed:
+        with pytest.raises(SagaBackendError) as raised:
+            left._exec("SELECT no_such_column")
+        assert "no_such_column" not in raised.value.detail and raised.value.detail.startswith(
+            "statement failed ("
+        )
+    # ``left`` is dropped here without rollback or commit.
+    assert _commit(backend, lambda tx: tx.claim_command("c2")) is True
+    assert backend.abandoned_transactions == 1
+    assert _read(backend, lambda t: (t.command_claimed("c1"), t.command_claimed("c2"))) == (False, True)
+    backend.readiness()
+
+
 @pytest.mark.parametrize("lose_answer", [True, False], ids=["answer-lost", "request-lost"])
 def test_a_real_network_cut_around_commit_is_unknown(
     opener: Callable[..., ServerSagaBackend], namespace: str, link: Link, lose_answer: bool
