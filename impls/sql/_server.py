@@ -294,6 +294,21 @@ def _park(engine: Engine, raw: Any) -> bool:
         return True
 
 
+class _Detached:
+    """Stands for the connection of a backend closed after its session was parked in the pool:
+    closed for every engine's ``usable`` (so ``begin`` connects afresh), and closing it is a no-op."""
+
+    closed = True
+    broken = True
+    open = False
+
+    def close(self) -> None:
+        pass
+
+    def cursor(self) -> Any:
+        raise ConnectionError("a closed saga backend's connection is back in the pool")
+
+
 def _unavailable(what: str) -> SagaBackendError:
     return SagaBackendError(SagaBackendErrorKind.UNAVAILABLE, what)
 
@@ -464,7 +479,11 @@ class ServerSagaBackend(SqlSagaBackend):
         except Exception:
             connection.drop()
             return
-        if not (connection.usable() and _park(self.engine, connection.raw)):
+        if connection.usable() and _park(self.engine, connection.raw):
+            # The pool owns it now: a later call on this closed backend must not reach the session
+            # of the backend that takes it (it gets a connection of its own), nor park it twice.
+            connection.raw = _Detached()
+        else:
             connection.drop()
 
 

@@ -565,6 +565,35 @@ def test_a_transaction_left_unended_is_rolled_back_by_the_next_begin(
     backend.readiness()
 
 
+def test_a_closed_backend_never_shares_the_session_it_parked(engine: str, namespace: str) -> None:
+    """Closing parks the session in the pool for the next backend opened; the closed backend, if
+    called again, connects afresh instead of running its transactions inside the next owner's
+    session (a BEGIN of one joined to, or rolling back, the other's), and a second close parks
+    nothing twice."""
+    closed = _open(engine, namespace)
+    parked = closed.session_id()
+    closed.close()
+    owner = _open(engine, namespace)
+    try:
+        assert owner.session_id() == parked  # the pool handed the session on
+        tx = owner.begin()
+        assert tx.claim_command("c1")
+        closed.readiness()  # a transaction of its own, in a session of its own
+        assert closed.session_id() != parked
+        tx.commit()
+        assert _read(owner, lambda t: t.command_claimed("c1")) is True  # nothing rolled it back
+        closed.close()
+        closed.close()
+        again, other = _open(engine, namespace), _open(engine, namespace)
+        try:
+            assert again.session_id() != other.session_id()
+        finally:
+            again.close()
+            other.close()
+    finally:
+        owner.close()
+
+
 @pytest.mark.parametrize("lose_answer", [True, False], ids=["answer-lost", "request-lost"])
 def test_a_real_network_cut_around_commit_is_unknown(
     opener: Callable[..., ServerSagaBackend], namespace: str, link: Link, lose_answer: bool
