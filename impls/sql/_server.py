@@ -409,7 +409,9 @@ class ServerSagaBackend(SqlSagaBackend):
 
     def begin(self) -> SqlTransaction:
         """BEGIN on a live connection. A connection that broke while idle is replaced once:
-        nothing had started on it, so that is no retry of anybody's transaction."""
+        nothing had started on it, so that is no retry of anybody's transaction. So is one whose
+        BEGIN was refused, whatever the driver still says of it: no server refuses a BEGIN for
+        contention (SSI does not), only a session that ended or is stuck in a failed transaction."""
         if not self.connection.usable():
             self._reconnect()
         elif self.connection.in_transaction():
@@ -417,8 +419,7 @@ class ServerSagaBackend(SqlSagaBackend):
         try:
             return self.transaction(self)
         except SagaBackendError:
-            if self.connection.usable():
-                raise
+            pass
         self._reconnect()
         try:
             return self.transaction(self)
