@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Any
 
 from conformance import FailureFile, Report, RunOptions, Verdict, replay
+from conformance._suites import Suite
 
 #: Seconds Hypothesis may shrink a planted bug's failure (``RunOptions.shrink_budget_s``); the
 #: runner's replay pass then makes the program 1-minimal. Unbounded, Hypothesis replays for up to
@@ -37,3 +38,17 @@ def caught_and_replayed(report: Report, rule_id: str) -> FailureFile:
     replayed = replay(saved)
     assert replayed.reproduced and replayed.same_rule, replayed.describe()
     return saved
+
+
+def bare_suite(name: str, description: str, machine: type) -> Suite:
+    """A commit-family suite around ``machine`` alone: no faults, no target, no coverage targets
+    (a harness test's own machine, not a contract suite)."""
+    return Suite(
+        name=name,
+        family="commit",
+        description=description,
+        fault_kinds=(),
+        machine=lambda: machine,
+        make_target=lambda backend: None,
+        coverage_targets=lambda stats: {},
+    )

@@ -15,7 +15,7 @@ database needs on top:
   between examples: every example works in namespaces of its own.
 * **Connections die.** ``begin`` reconnects a connection that broke (the transaction on it
   is already gone on the server); closing a backend parks its idle connection in a small
-  per-endpoint pool, so opening a namespace costs no handshake. A transaction that nobody
+  per-endpoint pool (``_pool``), so opening a namespace costs no handshake. A transaction that nobody
   ended is rolled back by the next ``begin`` (``_end_abandoned``): left, it poisoned the
   connection for good.
 * **The driver door.** ``DriverConnection``/``DriverCursor`` are the only callers of the
@@ -48,14 +48,13 @@ import attrs
 from impls.saga._backend import SagaBackendError, SagaBackendErrorKind, SagaCapabilities
 
 from ._dialect import Dialect
+from ._pool import Detached, park, take_idle
 from ._saga import COUNTERS, SCHEMA, SqlSagaBackend, SqlTransaction
 
 SERVER_CAPABILITIES = SagaCapabilities(fenced_timers=True, row_locks=True, durable=True)
 # What a server that does not flush its commits (fsync=off, innodb-flush-log-at-trx-commit=2) offers.
 NON_DURABLE_CAPABILITIES = SagaCapabilities(fenced_timers=True, row_locks=True, durable=False)
 
-# Idle connections kept per endpoint; a harness example opens three namespaces at a time.
-POOL_SIZE = 8
 # Times opening a namespace writes its counter rows when the database refuses it (contention),
 # pausing 5 ms doubling (at most 0.5 s) between tries: about 0.6 s of waiting in all.
 OPEN_ATTEMPTS = 8
@@ -251,16 +250,14 @@ class DriverCursor:
 # -- the backend -----------------------------------------------------------------------------
 
 _lock = threading.Lock()
-_idle: dict[str, list[Any]] = {}
 _schemas: set[tuple[str, str]] = set()
 _durable: dict[str, bool] = {}  # endpoint -> what the server said, asked once per process
 
 
 def _forget_after_fork() -> None:
-    """A forked process must not share the parent's idle connections (one socket, two users)."""
+    """A lock a forked child inherits may be held by a thread it does not have."""
     global _lock
     _lock = threading.Lock()
-    _idle.clear()
 
 
 os.register_at_fork(after_in_child=_forget_after_fork)
@@ -277,36 +274,6 @@ def server_capabilities(engine: Engine, raw: Any) -> SagaCapabilities:
         with _lock:
             _durable[endpoint] = durable
     return SERVER_CAPABILITIES if _durable[endpoint] else NON_DURABLE_CAPABILITIES
-
-
-def _take_idle(engine: Engine) -> Any | None:
-    with _lock:
-        pool = _idle.get(engine.endpoint)
-        return pool.pop() if pool else None
-
-
-def _park(engine: Engine, raw: Any) -> bool:
-    with _lock:
-        pool = _idle.setdefault(engine.endpoint, [])
-        if len(pool) >= POOL_SIZE:
-            return False
-        pool.append(raw)
-        return True
-
-
-class _Detached:
-    """Stands for the connection of a backend closed after its session was parked in the pool:
-    closed for every engine's ``usable`` (so ``begin`` connects afresh), and closing it is a no-op."""
-
-    closed = True
-    broken = True
-    open = False
-
-    def close(self) -> None:
-        pass
-
-    def cursor(self) -> Any:
-        raise ConnectionError("a closed saga backend's connection is back in the pool")
 
 
 def _unavailable(what: str) -> SagaBackendError:
@@ -327,7 +294,7 @@ class ServerSagaBackend(SqlSagaBackend):
         self.engine = engine
         #: the namespace as the caller named it (``namespace`` is its ``ns`` column value)
         self.namespace_name = namespace
-        raw = _take_idle(engine)
+        raw = take_idle(engine.endpoint)
         if raw is None:
             raw = self._connect()
         super().__init__(
@@ -480,10 +447,10 @@ class ServerSagaBackend(SqlSagaBackend):
         except Exception:
             connection.drop()
             return
-        if connection.usable() and _park(self.engine, connection.raw):
+        if connection.usable() and park(self.engine.endpoint, connection.raw):
             # The pool owns it now: a later call on this closed backend must not reach the session
             # of the backend that takes it (it gets a connection of its own), nor park it twice.
-            connection.raw = _Detached()
+            connection.raw = Detached()
         else:
             connection.drop()
 

@@ -7,13 +7,13 @@ from __future__ import annotations
 import asyncio
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from pathlib import Path
 
 import attrs
 import pytest
 
-from conformance import Report, Verdict, run_conformance
+from conformance import Report, SuiteResult, Verdict, run_conformance
 from conformance._cleanup import Namespaces
 from conformance._opened import Opened
 from conformance._runner import RunOptions, run_matrix
@@ -87,6 +87,22 @@ def test_a_frozen_server_is_reported_by_the_watchdog(
     assert not (tmp_path / "failures").exists() or not any((tmp_path / "failures").iterdir())
 
 
+def _watched_store_run(
+    factory: Callable[[str, MembershipDirectory], Awaitable[object]],
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> tuple[SuiteResult, float]:
+    """The store suite on ``factory`` under a 1 s watchdog: its one result, an error (exit 2),
+    and the seconds the run took."""
+    monkeypatch.setenv("RATCHET_WATCHDOG_S", "1")
+    started = time.perf_counter()
+    report = run_conformance(factory, suites=("store",), seed=SEED, failure_dir=tmp_path, database_dir=None)
+    (result,) = report.results
+    assert result.verdict is Verdict.ERROR, report.details()
+    assert report.exit_code == 2
+    return result, time.perf_counter() - started
+
+
 async def never_returns(namespace: str, membership: MembershipDirectory) -> object:
     await asyncio.sleep(3600)
     raise MessageStoreError  # pragma: no cover - never reached
@@ -96,16 +112,9 @@ async def never_returns(namespace: str, membership: MembershipDirectory) -> obje
 def test_a_factory_that_never_returns_is_reported_by_the_watchdog(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setenv("RATCHET_WATCHDOG_S", "1")
-    started = time.perf_counter()
-    report = run_conformance(
-        never_returns, suites=("store",), seed=SEED, failure_dir=tmp_path, database_dir=None
-    )
-    (result,) = report.results
-    assert result.verdict is Verdict.ERROR
-    assert report.exit_code == 2
+    result, elapsed = _watched_store_run(never_returns, tmp_path, monkeypatch)
     assert result.error == "the store factory did not return within 1s (watchdog; RATCHET_WATCHDOG_S)"
-    assert time.perf_counter() - started < 10
+    assert elapsed < 10
 
 
 class _DropNeverReturns(MemoryMessageStore):
@@ -123,18 +132,11 @@ def test_a_drop_that_never_returns_is_reported_by_the_watchdog(
 ) -> None:
     # The cleanup of a passing example is a backend call too: a frozen server there (make test under
     # load, 216 s of redis-py's own 10 s timeouts) must end the run as the watchdog's outage.
-    monkeypatch.setenv("RATCHET_WATCHDOG_S", "1")
-    started = time.perf_counter()
-    report = run_conformance(
-        drop_never_returns, suites=("store",), seed=SEED, failure_dir=tmp_path, database_dir=None
-    )
-    (result,) = report.results
-    assert result.verdict is Verdict.ERROR, report.details()
-    assert report.exit_code == 2
+    result, elapsed = _watched_store_run(drop_never_returns, tmp_path, monkeypatch)
     # The first drop the run makes hangs: the corrupt walk's own store, or a passing example's.
     assert result.error is not None and "drop" in result.error, result.error
     assert result.error.endswith("did not return within 1s (watchdog; RATCHET_WATCHDOG_S)"), result.error
-    assert time.perf_counter() - started < 20
+    assert elapsed < 20
     assert not any(tmp_path.iterdir())
 
 

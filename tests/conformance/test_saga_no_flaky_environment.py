@@ -34,7 +34,7 @@ from hypothesis.stateful import rule
 from conformance._machine import ConformanceMachine, RunContext, SuiteStats, step
 from conformance._report import Verdict
 from conformance._runner import RunOptions, run_suite
-from conformance._suites import BackendUnderTest, Suite, suite_named
+from conformance._suites import BackendUnderTest, suite_named
 from conformance._violations import HarnessEnvironmentError
 from conformance.saga import _base as base
 from conformance.saga._port import TransactionLog
@@ -45,6 +45,7 @@ from impls.saga.memory._backend import MemorySagaBackend, MemoryTransaction
 from impls.saga_inspect import MemorySagaInspector
 from impls.sql._inspect import SqlSagaInspector
 from impls.sql._server import Contention, ServerSagaBackend
+from tests._planted import bare_suite
 
 HERE = "tests.conformance.test_saga_no_flaky_environment"
 REFUSED = SagaBackendError(SagaBackendErrorKind.ROLLED_BACK, "statement failed")
@@ -289,15 +290,7 @@ class _ReplayMeetsTheOutage(ConformanceMachine):
 
 def test_an_environment_error_behind_a_flaky_data_generation_is_reported_as_one() -> None:
     _programs.clear()
-    suite = Suite(
-        name="replayed",
-        family="commit",
-        description="a machine whose replayed prefixes meet an outage",
-        fault_kinds=(),
-        machine=lambda: _ReplayMeetsTheOutage,
-        make_target=lambda backend: None,
-        coverage_targets=lambda stats: {},
-    )
+    suite = bare_suite("replayed", "a machine whose replayed prefixes meet an outage", _ReplayMeetsTheOutage)
     options = RunOptions(seed=1, examples=20, failure_dir=None, database_dir=None)
     result = run_suite(suite, BackendUnderTest("replayed", "commit", {}, None), options)
     assert result.verdict is Verdict.ERROR

@@ -16,8 +16,9 @@ from hypothesis.stateful import rule
 from conformance._machine import ConformanceMachine, step
 from conformance._report import Verdict
 from conformance._runner import RunOptions, run_suite
-from conformance._suites import BackendUnderTest, Suite
+from conformance._suites import BackendUnderTest
 from conformance._violations import HarnessEnvironmentError
+from tests._planted import bare_suite
 
 
 class _Crashy(ConformanceMachine):
@@ -37,15 +38,7 @@ class _Crashy(ConformanceMachine):
 
 def _run(raised: type[Exception], shrink_budget_s: float | None) -> tuple[Any, int]:
     machine = type("Crashy", (_Crashy,), {"raised": raised, "opened_at_first_raise": []})
-    suite = Suite(
-        name="crashy",
-        family="commit",
-        description="a machine whose one rule raises",
-        fault_kinds=(),
-        machine=lambda: machine,
-        make_target=lambda backend: None,
-        coverage_targets=lambda stats: {},
-    )
+    suite = bare_suite("crashy", "a machine whose one rule raises", machine)
     backend = BackendUnderTest("crashy", "commit", {}, None)
     options = RunOptions(
         seed=1, examples=200, failure_dir=None, database_dir=None, shrink_budget_s=shrink_budget_s

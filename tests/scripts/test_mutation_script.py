@@ -2,22 +2,14 @@
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import tomllib
-from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.scripts._load import ROOT, script
 
 
 def load() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ratchet_mutation", ROOT / "scripts" / "mutation.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return script("mutation")
 
 
 def test_wilson_interval_matches_the_textbook_values() -> None:

@@ -7,23 +7,15 @@ an outage no program of that run made (docs/ci-gate.md, "Not judged")."""
 
 from __future__ import annotations
 
-import importlib.util
-import sys
 import threading
 import time
-from pathlib import Path
 from types import ModuleType
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.scripts._load import script
 
 
 def _reach() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("ratchet_reach", ROOT / "scripts" / "reach.py")
-    assert spec is not None and spec.loader is not None
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
+    return script("reach")
 
 
 def test_a_crash_suite_has_its_server_alone() -> None:
