@@ -37,9 +37,6 @@ FATES = {
     "unknown_applied": m.CommitFate.UNKNOWN_APPLIED,
     "unknown_not_applied": m.CommitFate.UNKNOWN_NOT_APPLIED,
 }
-#: The fates under which the runtime sends COMMIT (the others fail or roll back before it): the ones
-#: a database can refuse at COMMIT (``SagaMachineBase.database_refused``).
-SENT_COMMIT = frozenset({m.CommitFate.COMMITTED, m.CommitFate.UNKNOWN_APPLIED})
 fates = st.sampled_from(["committed"] * 5 + ["rolled_back", "unknown_applied", "unknown_not_applied"])
 indexes = st.integers(0, 7)
 
@@ -144,20 +141,24 @@ class SagaMachineBase(ConformanceMachine):
         (the seed: "COMMIT 发出后的成功或结果不明继续按数据库事务语义返回"; only an *unconfirmable*
         commit must never become an ordinary retry). The runtime may run the unit again, a bounded
         number of times (``impls.saga.run_unit``); when every attempt was refused it answers
-        ``RolledBack``, which is true of what is durable. So a planned fate under which COMMIT is
-        sent (committed, or "unknown, applied": the answer was to be lost after a COMMIT that the
-        database refused instead) is settled as ``ROLLED_BACK`` when the runtime says rolled back
-        *and* the last transaction it began in the call was refused by the database (the storage
-        port's ``TransactionLog``, kept by the metrics ledger). The after-step comparison then reads
-        every row back: nothing of the unit may show. A runtime that owns its connections (no log)
-        gets no such allowance.
+        ``RolledBack``, which is true of what is durable. So the unit is settled as ``ROLLED_BACK``,
+        whatever fate was planned, when the runtime says rolled back *and* the last transaction it
+        began in the call was refused by the database (the storage port's ``TransactionLog``, kept
+        by the metrics ledger): an attempt the database refused never met its fate, and a refusal
+        at COMMIT replaced it (an answer to be lost after a COMMIT the database refused instead).
+        Settled only under the fates that send COMMIT, a delivery planned "unknown, not applied"
+        and refused on every attempt went back to the model's state before it, while the
+        participant counted the try against its transient budget (S-PART-04): the next transient
+        failure dead-lettered in the runtime only. The after-step comparison then reads every row
+        back: nothing of the unit may show. A runtime that owns its connections (no log) gets no
+        such allowance.
 
         ``refused`` is the model's outcome of the call under the fate "rolled back", when that is
         not ``RolledBack`` itself: a participant whose delivery fails past its transient budget
         answers ``DeadLettered`` (S-PART-04), whoever rolled the try back (the harness's fate or
         the database on every attempt).
         """
-        if commit not in SENT_COMMIT or self.refused_before() is None:
+        if self.refused_before() is None:
             return False
         if actual != self.runtime.project(m.RolledBack() if refused is None else refused):
             return False

@@ -145,6 +145,30 @@ def test_a_delivery_refused_before_its_handler_on_every_attempt_may_observe_no_h
     assert context.last_failure is None
 
 
+@pytest.mark.parametrize("fate", ["unknown_not_applied", "rolled_back", "committed", "unknown_applied"])
+def test_a_delivery_refused_on_every_attempt_spends_its_budget_under_any_planned_fate(fate: str) -> None:
+    """S-PART-04, S-TX-01: a delivery the database refused on every attempt never reached COMMIT, so
+    its planned fate never came into play: it is one rolled-back try, which the participant counts
+    against the transient budget. Settled only under a fate that sends COMMIT, a delivery planned
+    "unknown, not applied" went back to the model's state before it (no try counted), and the next
+    transient failure dead-lettered in the runtime but not in the model (two postgres/saga runs side
+    by side: S-PART-01, model ``RolledBack()``, runtime ``DeadLettered(failures=2)``)."""
+    _claims_refused[0] = 0
+    context, machine = _machine("claim_refused")
+    machine.first_start(key=1)
+    machine._relay_commands(crash=False)
+    assert machine.wire.commands
+    _claims_refused[0] = MAX_ATTEMPTS  # every attempt of the next delivery
+    deliver = base.unwrapped(type(machine).deliver_command)
+    deliver(machine, index=0, decision="succeed", fate=fate, ack_lost=False)
+    assert _claims_refused == [0]
+    # The budget is 2 (``_world.participant_config``): the first transient failure dead-letters.
+    deliver(machine, index=0, decision="transient_failure", fate="committed", ack_lost=False)
+    assert "database-refused-every-attempt" in context.example_reached
+    machine.teardown()
+    assert context.last_failure is None
+
+
 # -- the stored-row audit's own reads and writes ------------------------------------------------
 
 
