@@ -127,10 +127,9 @@ def claim_refused(namespace: str) -> MemorySagaBackend:
     return ClaimRefused(namespace)
 
 
-def test_a_delivery_refused_before_its_handler_on_every_attempt_may_observe_no_handler() -> None:
-    """Two postgres/saga runs side by side: S-OBS-02, "participant_handler observed 6 attempts, the
-    harness ran 10 (and up to 8 retried)", flaky. The ledger counted the handler of each delivery
-    refused on every attempt as run; refused at the inbox claim, it never ran."""
+def _refused_on_every_attempt(fate: str) -> tuple[RunContext, Any, Callable[..., None]]:
+    """A machine on ``claim_refused`` whose first command was delivered (succeed, planned ``fate``)
+    and refused at the inbox claim on every attempt; with ``deliver_command``'s own body."""
     _claims_refused[0] = 0
     context, machine = _machine("claim_refused")
     machine.first_start(key=1)
@@ -138,8 +137,16 @@ def test_a_delivery_refused_before_its_handler_on_every_attempt_may_observe_no_h
     assert machine.wire.commands
     _claims_refused[0] = MAX_ATTEMPTS  # every attempt of the next delivery
     deliver = base.unwrapped(type(machine).deliver_command)
-    deliver(machine, index=0, decision="succeed", fate="committed", ack_lost=False)
+    deliver(machine, index=0, decision="succeed", fate=fate, ack_lost=False)
     assert _claims_refused == [0]
+    return context, machine, deliver
+
+
+def test_a_delivery_refused_before_its_handler_on_every_attempt_may_observe_no_handler() -> None:
+    """Two postgres/saga runs side by side: S-OBS-02, "participant_handler observed 6 attempts, the
+    harness ran 10 (and up to 8 retried)", flaky. The ledger counted the handler of each delivery
+    refused on every attempt as run; refused at the inbox claim, it never ran."""
+    context, machine, _ = _refused_on_every_attempt("committed")
     assert "database-refused-every-attempt" in context.example_reached
     machine.teardown()  # quiescence checks the metrics against the ledger (S-OBS-02)
     assert context.last_failure is None
@@ -153,15 +160,7 @@ def test_a_delivery_refused_on_every_attempt_spends_its_budget_under_any_planned
     "unknown, not applied" went back to the model's state before it (no try counted), and the next
     transient failure dead-lettered in the runtime but not in the model (two postgres/saga runs side
     by side: S-PART-01, model ``RolledBack()``, runtime ``DeadLettered(failures=2)``)."""
-    _claims_refused[0] = 0
-    context, machine = _machine("claim_refused")
-    machine.first_start(key=1)
-    machine._relay_commands(crash=False)
-    assert machine.wire.commands
-    _claims_refused[0] = MAX_ATTEMPTS  # every attempt of the next delivery
-    deliver = base.unwrapped(type(machine).deliver_command)
-    deliver(machine, index=0, decision="succeed", fate=fate, ack_lost=False)
-    assert _claims_refused == [0]
+    context, machine, deliver = _refused_on_every_attempt(fate)
     # The budget is 2 (``_world.participant_config``): the first transient failure dead-letters.
     deliver(machine, index=0, decision="transient_failure", fate="committed", ack_lost=False)
     assert "database-refused-every-attempt" in context.example_reached
