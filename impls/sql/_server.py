@@ -193,6 +193,15 @@ class DriverConnection:
     def in_transaction(self) -> bool:
         return self.engine.in_transaction(self.raw)
 
+    def roll_back(self) -> bool:
+        """ROLLBACK on the session, past the fault seam; False when the session did not answer."""
+        try:
+            with self.raw.cursor() as cursor:
+                cursor.execute("ROLLBACK")
+        except Exception:
+            return False
+        return True
+
     def drop(self) -> None:
         """Close the socket; the server rolls back whatever transaction was open on it."""
         with suppress(Exception):  # a connection that is already gone has nothing left to close
@@ -400,10 +409,7 @@ class ServerSagaBackend(SqlSagaBackend):
         backend that answered "rolled back" to every call for good), and MariaDB's BEGIN would
         commit it."""
         self.abandoned_transactions += 1
-        try:
-            with self.connection.raw.cursor() as cursor:
-                cursor.execute("ROLLBACK")
-        except Exception:
+        if not self.connection.roll_back():
             self._reconnect()  # a fresh session has no transaction at all
 
     def drop_namespace(self) -> None:
@@ -441,10 +447,7 @@ class ServerSagaBackend(SqlSagaBackend):
         """Park the connection for the next namespace if it is healthy and idle, else drop it."""
         connection = self.connection
         connection.faults = DriverFaults()
-        try:
-            with connection.raw.cursor() as cursor:
-                cursor.execute("ROLLBACK")  # nothing may leak into the next user of the connection
-        except Exception:
+        if not connection.roll_back():  # nothing may leak into the next user of the connection
             connection.drop()
             return
         if connection.usable() and park(self.engine.endpoint, connection.raw):
