@@ -68,6 +68,9 @@ class RebalanceRules(KafkaChecks):
         for k in reversed(free):  # the last keys: the walk's other steps take the first ones
             by_partition.setdefault(PARTITION_OF[self._saga_of(k)], k)
         if len(by_partition) < PARTITIONS or not self._allows_rebalance():
+            if "kafka:last_rebalance" not in self.context.stats.details:
+                why = "no free key on each partition" if len(by_partition) < PARTITIONS else "not allowed"
+                self.context.stats.details["kafka:last_rebalance"] = f"skipped: {why}"
             return
         done = int(self.context.stats.details.get("kafka:rebalances", "0"))
         self.context.stats.details["kafka:rebalances"] = str(done + 1)
@@ -81,7 +84,7 @@ class RebalanceRules(KafkaChecks):
         """Both held units running: ``c2`` joins; while the old units wait, the offsets are
         sampled (S-KAFKA-02) until the new owner redelivered each record of its partitions and
         committed past it; then the units are released (``_publish`` settles)."""
-        self._await_journal(
+        began = self._await_journal(
             lambda: held <= {str(e["saga"]) for e in self.journal if e["kind"] == "held"}, HELD_WAIT_S
         )
         self.context.inject(f.REBALANCE_MID_UNIT.name)
@@ -114,8 +117,14 @@ class RebalanceRules(KafkaChecks):
             committed = self.admin.committed(GROUP, self.topics.commands, PARTITIONS)
             return handed <= got and all(committed.get(p, 0) > o for p, o in records.items())
 
-        if not self._await_journal(taken_over, HANDOVER_WAIT_S):
+        took_over = self._await_journal(taken_over, HANDOVER_WAIT_S)
+        if not took_over:
             self.note(f"rebalance: c2 did not take over {sorted(handed)} while the old units were held")
+        # Kept in the report's details, a pass's too: a planted run that found nothing says why.
+        self.context.stats.details["kafka:last_rebalance"] = (
+            f"held units began: {began}; c2 given {sorted(moved)}; handed {len(handed)}; "
+            f"taken over: {took_over}"
+        )
         self.runtime.host.call("kafka_release", namespace=self.runtime.ns)
         self._held = (held, handed, since)
 
