@@ -13,6 +13,10 @@ DeadLetterUnacknowledged   S-KAFKA-03   produces the dead letter into a batching
                                         the offset without waiting for the broker's delivery report
 BackoffBlocksAll           S-KAFKA-04   a transient failure pauses every assigned partition, not only
                                         the failing record's
+PauseKeptOnRebalance       S-KAFKA-04   a rebalance forgets the partitions it backed off without
+                                        resuming them: librdkafka keeps the pause, so one given back to
+                                        this member is never read again (how the real one was, until a
+                                        random seed found it)
 =========================  ===========  ==============================================================
 
 ``BROKEN_KAFKA`` maps each factory to the rule ID the suite must report.
@@ -64,8 +68,16 @@ class BackoffBlocksAll(KafkaCommandConsumer):
             self._client.pause([ck.TopicPartition(self.topics.commands, partition)])
 
 
+@attrs.define
+class PauseKeptOnRebalance(KafkaCommandConsumer):
+    def _on_revoke(self, client: Any, partitions: list[Any]) -> None:
+        self._paused.clear()  # BUG: the back-offs forgotten, their partitions left paused in librdkafka
+        super()._on_revoke(client, partitions)
+
+
 BROKEN_KAFKA = {
     "OffsetBeforeCommit": "S-KAFKA-02",
     "DeadLetterUnacknowledged": "S-KAFKA-03",
     "BackoffBlocksAll": "S-KAFKA-04",
+    "PauseKeptOnRebalance": "S-KAFKA-04",
 }

@@ -72,6 +72,7 @@ def kafka_targets(stats: SuiteStats) -> Mapping[str, str]:
     targets["rebalance-mid-unit-redelivered"] = "no rebalance moved a partition away from a unit in flight"
     targets["healthy-partition-moved-during-backoff"] = "no partition was read while the other backed off"
     targets["rebalanced"] = "the group never scaled between units"
+    targets["backoff-held-across-rebalance"] = "no rebalance came while a partition backed off (S-KAFKA-05)"
     targets["dead-letter:bad_signature"] = "no forged record was dead-lettered"
     targets["dead-letter:undecodable"] = "no poison record was dead-lettered"
     return targets

@@ -382,6 +382,15 @@ class KafkaCommandConsumer:
         )
 
     def _on_revoke(self, client: Any, partitions: list[Any]) -> None:
+        # librdkafka keeps a partition's pause across unassign and assign: one paused for a back-off
+        # and given back to this member would stay paused with nothing left to resume it (S-KAFKA-04;
+        # librdkafka issue 1849). Resumed while still assigned, it starts afresh at the committed offset.
+        paused = [
+            ck.TopicPartition(self.topics.commands, p) for p in sorted(self._paused) if p in self._assigned
+        ]
+        if paused:
+            with contextlib.suppress(ck.KafkaException):  # a closing handle: nothing to resume
+                client.resume(paused)
         for tp in partitions:
             partition = int(tp.partition)
             if partition in self._assigned and not self._dead:

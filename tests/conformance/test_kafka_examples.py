@@ -17,7 +17,12 @@ from tests._planted import planted_options
 pytestmark = pytest.mark.service("kafka")
 
 BOOTSTRAP = "impls.endpoints:kafka_bootstrap"
-SEEDS = {"OffsetBeforeCommit": 1, "DeadLetterUnacknowledged": 1, "BackoffBlocksAll": 1}
+SEEDS = {
+    "OffsetBeforeCommit": 1,
+    "DeadLetterUnacknowledged": 1,
+    "BackoffBlocksAll": 1,
+    "PauseKeptOnRebalance": 1,
+}
 
 RunBroken = Callable[[str], Report]
 
