@@ -45,7 +45,13 @@ from conformance.commit._config_rules import ConfigRules
 from conformance.commit._faults import OUTBOX_FAULTS, WorkerKilled
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import HaltExample, ObservedStore
-from conformance.commit._outbox import ObservedOutbox, OutboxOracle, long_listing
+from conformance.commit._outbox import (
+    WIRE_KINDS_ON_PUBLISH,
+    ObservedOutbox,
+    OutboxOracle,
+    long_listing,
+    publish_on_wire,
+)
 from conformance.commit._quota_rules import QuotaRules
 from conformance.commit._readiness_rules import ReadinessRules
 from conformance.commit._recovery_rules import RecoveryRules
@@ -89,6 +95,10 @@ class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, ConfigRules, Comm
         self.context.stats.details.setdefault(
             "outbox_lists_entries", str(isinstance(self.outbox, ListableOutbox))
         )
+        details = self.context.stats.details
+        details.setdefault("outbox_on_wire", str(target.outbox_on_wire))
+        if target.wire is not None and not target.outbox_on_wire:  # wire-request-lost: a publish's only
+            details.setdefault("outbox_on_wire_kinds", "not applicable: the outbox factory takes no endpoint")
         self.crash_at: set[FaultPoint] = set()  # armed crashes; each fires once
         self.step_stores: list[ObservedStore] = []  # the committers' stores of the current step
         self.last_failures: list[Any] | None = None  # store errors the last driven worker was given
@@ -490,6 +500,7 @@ class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, ConfigRules, Comm
             listable = isinstance(self.outbox, ListableOutbox)
             if listable and "outbox-long-listing-audited" not in self.context.stats.reached:  # once a run
                 self.run(long_listing(self.outbox_oracle, self.context))
+            self.publish_on_wire()
         except HaltExample as halt:
             raise halt.violation from None
         if self.oracle.state.commits:
@@ -498,6 +509,18 @@ class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, ConfigRules, Comm
         self.become_quiescent(store)
         self.call(store.scan_recoverable_commits(self.now + 1, MAX_SCAN_ITEMS))
         self.read_all_history(store)
+
+    def publish_on_wire(self) -> None:
+        """Once a run, until each is met, where the outbox is on the wire: a publish meeting each of
+        ``WIRE_KINDS_ON_PUBLISH`` on a fresh outbox (``_outbox.publish_on_wire``, C-POST-07). No
+        example's own program met a wire fault on a publish before (docs/faults.md)."""
+        target: CommitTarget = self.context.target
+        reached = self.context.stats.reached
+        due = [k for k in WIRE_KINDS_ON_PUBLISH if f"outbox-met-wire:{k.name}" not in reached]
+        due = [k for k in due if self.context.faults.allows(k.name)]
+        ready = getattr(self, "_ready_again", None)  # WireFaultRules, mixed in on a wire
+        if target.outbox_on_wire and due and ready is not None:
+            self.run(publish_on_wire(self.outbox_oracle, self.context, due, ready))
 
     def replay_and_probe(self, key: CommitKey) -> None:
         """A COMMITTED key replays its original ``CommittedMessage`` (C-POST-09), and publishing it

@@ -67,6 +67,10 @@ OUTBOX_CHECKS: Mapping[str, str] = {
     "published-before-recorded": "C-POST-07",
     # a re-publish of a key answered with an entry other than the key's first: one entry per key
     "republish-new-entry": "C-POST-07",
+    # publish answered without raising, but with no OutboxPublication: the committer got no ack
+    "answer-not-a-publication": "C-POST-07",
+    # a publish meeting a wire fault failed with a kind that says nothing was or could be applied
+    "publish-refused-on-wire": "C-POST-07",
     # one entry acknowledged for two commit keys
     "entry-of-two-keys": "C-POST-07",
     # the store holds (OUTBOXED/COMMITTED) a publication that is not the outbox's entry for the key

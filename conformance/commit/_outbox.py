@@ -28,6 +28,11 @@ UNAVAILABLE), ``outbox-failed`` (UNAVAILABLE, the real outbox is not called) and
 (an outage of N calls: publish and readiness answer UNAVAILABLE without reaching it). A lost ack,
 or a crash at M-COMMIT-04, leaves an entry the store does not know yet; when that key is later
 COMMITTED with that same entry the run reaches ``outbox-entry-reused-after:<why>``.
+
+On a wire (``CommitTarget.outbox_on_wire``: the outbox factory takes an ``endpoint`` too),
+``publish_on_wire`` holds a fresh outbox to the same checks once a run while each wire kind meets a
+publish's first request on the store's proxy: whatever its driver makes of a lost, reset or stalled
+answer or a lost request (a re-send, a settle, an uncertain error), the key has one entry.
 """
 
 from __future__ import annotations
@@ -35,7 +40,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Any, TypeVar
 
 from conformance._faults import FaultKind
@@ -45,6 +50,7 @@ from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_DOWN, OUTBOX_FAIL
 from conformance.commit._judge import OUTBOX_CHECKS, show
 from conformance.commit._oracle import Gate, HaltExample, StoreOracle
 from conformance.commit._vocabulary import key_name, never_reserved_intent
+from conformance.wire import WIRE_REPLY_LOST, WIRE_REQUEST_LOST, WIRE_RESET_BEFORE, WIRE_STALL
 from impls.api import ListableOutbox, NamespaceOwner, Outbox, OutboxEntry
 from model.commit import (
     MAX_SCAN_ITEMS,
@@ -62,6 +68,9 @@ _PROBE_ATTEMPTS = 5
 T = TypeVar("T")
 
 
+#: ``publish_on_wire``: the wire kinds a publish meets, each losing, resetting or holding the answer
+#: of the append, or losing the request, so that its driver cannot know what happened.
+WIRE_KINDS_ON_PUBLISH = (WIRE_REPLY_LOST, WIRE_RESET_BEFORE, WIRE_STALL, WIRE_REQUEST_LOST)
 #: ``audit_long_listing``: one entry more than the largest page any bound of the contract names.
 LONG_LISTING = MAX_SCAN_ITEMS + 1
 #: Publications of ``audit_long_listing`` in flight at once. One: a CQL outbox's entries share one
@@ -262,6 +271,59 @@ class OutboxOracle:
             )
         self.store.context.reach("outbox-long-listing-audited")
 
+    async def publish_meeting(
+        self, outbox: Outbox, kind: FaultKind, ready: Callable[[], Awaitable[None]]
+    ) -> None:
+        """On a fresh outbox on the wire: a publish whose first request, the append, meets ``kind``
+        must answer a publication or an uncertain error, and the key ends with one entry, the one
+        a publish with no fault then answers (C-POST-07). Target ``outbox-met-wire:<kind>``, once
+        the proxy met the request and the checks held."""
+        store = self.store
+        key = CommitKey(TenantId("t1"), UserId("alice"), f"wire.{kind.name}")
+        name = key_name(key)
+        publish = functools.partial(outbox.publish, never_reserved_intent(key))
+        before = store.context.stats.faults[kind.name]
+        taken = store.call_site(kind, f"outbox.publish({name})", key, write=True)
+        first = await store.call_backend("outbox.publish", key, publish, taken)
+        store.note(f"outbox.publish({name}) meeting {kind.name} -> {show(first)}")
+        if isinstance(first, MessageStoreError) and not first.kind.is_uncertain:
+            raise self.fail(
+                "publish-refused-on-wire",
+                f"outbox.publish({name}) failed {first.kind.value} on {kind.name}: a fault on the wire "
+                "leaves a publish applied or not, never refused",
+            )
+        await ready()  # a reset connection: the driver reconnects before it sends again
+        again = await self._at_quiescence("outbox.publish", key, publish)
+        store.note(f"outbox.publish({name}) again -> {show(again)}")
+        for answer in (first, again):
+            if not isinstance(answer, OutboxPublication | MessageStoreError):
+                raise self.fail(
+                    "answer-not-a-publication",
+                    f"outbox.publish({name}) answered {answer!r}, not an OutboxPublication: no durable ack",
+                )
+        if isinstance(first, OutboxPublication) and again != first:
+            raise self.fail(
+                "republish-new-entry",
+                f"after {kind.name} a re-publish of {name} answered {show(again)}; the first answered "
+                f"{show(first)} (one entry per commit key)",
+            )
+        if isinstance(outbox, ListableOutbox):
+            listing = await self._at_quiescence("outbox.entries", None, outbox.entries)
+            held = [entry.publication for entry in listing if entry.key == key]
+            if len(held) > 1:
+                raise self.fail(
+                    "second-entry-for-a-key",
+                    f"after {kind.name} the outbox holds {len(held)} entries for {name}",
+                )
+            if held != [again]:
+                raise self.fail(
+                    "acknowledged-entry-missing" if not held else "entry-not-acknowledged",
+                    f"after {kind.name} the outbox holds {[show(h) for h in held]} for {name}; it answered "
+                    f"{show(again)}",
+                )
+        if store.context.stats.faults[kind.name] > before:
+            store.context.reach(f"outbox-met-wire:{kind.name}")
+
 
 class ObservedOutbox:
     """The real outbox behind a worker's gate, with the armed faults and the ledger's checks."""
@@ -290,6 +352,11 @@ class ObservedOutbox:
                 store.disturbances += 1
             store.failed_calls.append(result.kind)
             raise result
+        if not isinstance(result, OutboxPublication):
+            raise ledger.fail(
+                "answer-not-a-publication",
+                f"outbox.publish({name}) answered {result!r}, not an OutboxPublication: no durable ack",
+            )
         republished = key in ledger.entries
         ledger.acknowledged(key, result)
         if republished:
@@ -319,13 +386,33 @@ class ObservedOutbox:
 
 async def long_listing(oracle: OutboxOracle, context: Any) -> None:
     """``OutboxOracle.audit_long_listing`` on an outbox of a namespace of its own, dropped after."""
+    async with _fresh_outbox(context) as outbox:
+        await oracle.audit_long_listing(outbox)
+
+
+async def publish_on_wire(
+    oracle: OutboxOracle, context: Any, kinds: Sequence[FaultKind], ready: Callable[[], Awaitable[None]]
+) -> None:
+    """``OutboxOracle.publish_meeting`` for each of ``kinds`` on an outbox of a namespace of its own
+    (on the wire, ``CommitTarget.outbox_on_wire``), with ``ready`` awaited before each publish: a
+    driver whose connection a fault reset sends nothing until it has reconnected. A namespace of its
+    own, as for the long listing, so that running it once a run leaves every example's own program
+    and state as they were, for shrinking and replay alike."""
+    async with _fresh_outbox(context) as outbox:
+        for kind in kinds:
+            await ready()
+            await oracle.publish_meeting(outbox, kind, ready)
+
+
+@contextlib.asynccontextmanager
+async def _fresh_outbox(context: Any) -> AsyncIterator[Outbox]:
     outbox: Any = await context.target.open_outbox(context.new_namespace())
     try:
-        await oracle.audit_long_listing(outbox)
+        yield outbox
     finally:
         # Under the watchdog like every backend call: a frozen server is an outage, not a hang.
         if isinstance(outbox, NamespaceOwner):
             with contextlib.suppress(MessageStoreError):
-                await bounded("the listed outbox's drop", outbox.drop_namespace(), context)
+                await bounded("the fresh outbox's drop", outbox.drop_namespace(), context)
         with contextlib.suppress(MessageStoreError):
-            await bounded("the listed outbox's close", outbox.close(), context)
+            await bounded("the fresh outbox's close", outbox.close(), context)

@@ -22,8 +22,9 @@ class CommitTarget:
 
     A backend has a wire when it names its service and its store factory takes an ``endpoint``
     keyword (docs/backend-authors.md): the store then opens on the proxy's endpoint, and the
-    machines get the ``arm_wire_fault`` rule. The outbox talks to its server directly: its faults
-    are the outbox kinds, injected at its port.
+    machines get the ``arm_wire_fault`` rule. An outbox factory that takes ``endpoint`` too opens on
+    the same proxy (``outbox_on_wire``), so a wire kind can meet a publish (``_outbox.publish_on_wire``);
+    one that does not talks to its server directly and meets the outbox kinds at its port only.
     """
 
     store_factory: Callable[..., Any]
@@ -35,6 +36,7 @@ class CommitTarget:
     #: On a wire, the store factory before the route's endpoint was bound to it: the endpoint
     #: options are judged with endpoints of their own (``_endpoint_rules.py``).
     unrouted_store_factory: Callable[..., Any] | None = None
+    outbox_on_wire: bool = False
 
     @classmethod
     def of(cls, backend: BackendUnderTest) -> CommitTarget:
@@ -47,7 +49,11 @@ class CommitTarget:
             return cls(store, backend.factory("outbox"), committer_factory=committer)
         wire = route(backend.service)
         routed = functools.partial(store, endpoint=wire.endpoint)
-        return cls(routed, backend.factory("outbox"), wire, committer, store)
+        outbox = backend.factory("outbox")
+        on_wire = accepts_endpoint(outbox)
+        if on_wire:
+            outbox = functools.partial(outbox, endpoint=wire.endpoint)
+        return cls(routed, outbox, wire, committer, store, on_wire)
 
     @property
     def proxy(self) -> Any:

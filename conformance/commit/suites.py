@@ -28,8 +28,9 @@ from conformance._suites import BackendUnderTest, Family, Suite, register_family
 from conformance.backends import COMMIT_BACKENDS
 from conformance.commit._edge_rules import EDGE_TARGETS
 from conformance.commit._faults import OUTBOX_ACK_LOST, OUTBOX_DOWN, OUTBOX_FAILED
+from conformance.commit._outbox import WIRE_KINDS_ON_PUBLISH
 from conformance.commit._target import CommitTarget
-from conformance.wire import PARTITION, WIRE_REPLY_LOST, WIRE_RESET_BEFORE, WIRE_STALL
+from conformance.wire import PARTITION, WIRE_REPLY_LOST, WIRE_REQUEST_LOST, WIRE_RESET_BEFORE, WIRE_STALL
 from model.commit import MAX_SCAN_ITEMS, CommitStage, FaultPoint, StoreCapabilities, fault_points_for
 
 # docs/faults.md holds the full text; these lines are what `conformance faults` prints.
@@ -90,6 +91,7 @@ COMMIT_FAULT_KINDS = (
     OUTBOX_FAILED,
     OUTBOX_DOWN,
     *WIRE_FAULT_KINDS,
+    WIRE_REQUEST_LOST,  # on an outbox on the wire only (``_outbox.publish_on_wire``)
 )
 
 
@@ -203,6 +205,10 @@ def commit_targets(stats: SuiteStats) -> Mapping[str, str]:
             "no CommitRecovery with its default minimum age was judged (C-POST-02)"
         )
     targets["outbox-republish-probed"] = "no committed key was published again at quiescence"
+    if stats.details.get("outbox_on_wire") == "True":  # CommitTarget.outbox_on_wire: publish_on_wire
+        for kind in WIRE_KINDS_ON_PUBLISH:
+            why = f"no outbox publish met {kind.name} on the wire (C-POST-07)"
+            targets[f"outbox-met-wire:{kind.name}"] = why
     if stats.details.get("outbox_lists_entries") == "True":
         targets["outbox-entries-audited"] = "the outbox's listing was never compared with its ledger"
         targets["outbox-long-listing-audited"] = (

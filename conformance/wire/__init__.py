@@ -1,8 +1,9 @@
 """Faults on the wire: a loopback TCP proxy between each network backend's driver and its server.
 
 ``FaultProxy`` (``_proxy``) forwards and, when armed, loses an answer, resets before a request,
-stalls an answer or refuses every connection; ``route`` (``_routes``) puts one in front of a
-service's endpoint; the fault kinds that drive it around one backend call are in ``_faults``.
+stalls an answer, loses a request or refuses every connection; ``route`` (``_routes``) puts one in
+front of a service's endpoint; the fault kinds that drive it around one backend call are in
+``_faults``.
 """
 
 from conformance.wire._faults import PARTITION as PARTITION
@@ -12,6 +13,7 @@ from conformance.wire._faults import WIRE as WIRE
 from conformance.wire._faults import WIRE_COMMIT_REPLY_LOST as WIRE_COMMIT_REPLY_LOST
 from conformance.wire._faults import WIRE_COMMIT_RESET_BEFORE as WIRE_COMMIT_RESET_BEFORE
 from conformance.wire._faults import WIRE_REPLY_LOST as WIRE_REPLY_LOST
+from conformance.wire._faults import WIRE_REQUEST_LOST as WIRE_REQUEST_LOST
 from conformance.wire._faults import WIRE_RESET_BEFORE as WIRE_RESET_BEFORE
 from conformance.wire._faults import WIRE_STALL as WIRE_STALL
 from conformance.wire._proxy import FaultProxy as FaultProxy

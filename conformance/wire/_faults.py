@@ -87,6 +87,16 @@ WIRE_STALL = register_fault_kind(
         requires=WIRE,
     )
 )
+WIRE_REQUEST_LOST = register_fault_kind(
+    FaultKind(
+        "wire-request-lost",
+        "a request was lost before the server: it never ran, nothing answered, the client timed out",
+        _OnRequests(WireAction.REQUEST_LOST),
+        requires=WIRE,
+        # met only by an outbox on the wire (conformance/commit/_outbox.py, publish_on_wire)
+        applies_per="outbox_on_wire_kinds",
+    )
+)
 PARTITION = register_fault_kind(
     FaultKind(
         "partition",

@@ -22,6 +22,10 @@ the program says exactly which call met which fault (``arm``/``disarm``):
   An answer that is a refusal (``_protocols.REFUSALS``: the server did none of the work) passes
   unchanged and the action stays armed for the next request: the fault means "done, answer lost".
 * ``RESET_BEFORE``: both sides are reset before the request is forwarded; the server saw nothing.
+* ``REQUEST_LOST``: the request is swallowed, never forwarded, and nothing answers it: the driver
+  times out a request the server never ran (a message dropped on the way, as an overloaded
+  coordinator drops one past its timeout). The connection lives on, so a multiplexing driver's
+  next requests are served; without ``release_stalls`` it is reset after ``stall_s``.
 * ``STALL``: the request is forwarded and its answer is held (swallowed) until the client gives up
   and closes, or ``stall_s`` passes and both sides are reset. With ``release_stalls`` (a driver that
   multiplexes requests on one connection and, past its own timeout, forgets the request but keeps
@@ -57,6 +61,7 @@ class WireAction(enum.Enum):
     REPLY_LOST = "reply-lost"
     RESET_BEFORE = "reset-before"
     STALL = "stall"
+    REQUEST_LOST = "request-lost"
 
 
 @attrs.frozen
@@ -284,6 +289,12 @@ class FaultProxy:
                 if action is WireAction.RESET_BEFORE:
                     link.reset()
                     return
+                if action is WireAction.REQUEST_LOST:
+                    # Nothing was forwarded, so no answer is awaited: the next chunk is a request.
+                    link.awaiting, link.fate = False, None
+                    if not self.release_stalls:
+                        asyncio.get_running_loop().call_later(self.stall_s, link.reset)
+                    continue
                 if action is WireAction.STALL:
                     end = link.release if self.release_stalls else link.reset
                     asyncio.get_running_loop().call_later(self.stall_s, end)

@@ -122,6 +122,25 @@ async def test_each_action_against_redis() -> None:
 
 
 @pytest.mark.service("redis")
+async def test_a_lost_request_never_runs_and_the_client_times_out() -> None:
+    """``REQUEST_LOST``: the request never reaches the server and nothing answers it; redis-py
+    times out (the route's ``socket_timeout``), re-sends it on a new connection, and it runs once."""
+    wire = route("redis")
+    client = redis_client(wire.endpoint)
+    key = f"ratchet-wire-test-{uuid.uuid4().hex}"
+    try:
+        wire.proxy.arm(WireAction.REQUEST_LOST)
+        assert await client.execute_command("INCR", key) == 1  # the lost one never ran
+        (hit,) = wire.proxy.disarm()
+        assert hit.request == "INCR" and hit.action is WireAction.REQUEST_LOST
+        assert await client.execute_command("INCR", key) == 2
+    finally:
+        wire.proxy.disarm()
+        await client.delete(key)
+        await client.aclose()
+
+
+@pytest.mark.service("redis")
 async def test_a_fault_may_let_the_first_requests_through() -> None:
     """``skip``: the first requests pass untouched and the fault meets the one after them."""
     wire = route("redis")
@@ -146,8 +165,8 @@ async def test_a_cql_stall_outlasts_the_client_timeout_and_keeps_the_connection(
     """On Cassandra the store gets a client timeout below the stall (``?request_timeout_s=``):
     cassandra-driver gives up on the lightweight transaction (OperationTimedOut: its outcome is
     unknown), the connection lives on, and the next statement is answered once the stall ends,
-    which shows the write applied."""
-    from cassandra import OperationTimedOut
+    which shows the write applied. A lost request (``REQUEST_LOST``) times out alike, unapplied."""
+    from cassandra import ConsistencyLevel, OperationTimedOut
     from cassandra.query import SimpleStatement
 
     from impls.cql import CqlSettings
@@ -173,6 +192,21 @@ async def test_a_cql_stall_outlasts_the_client_timeout_and_keeps_the_connection(
         select = SimpleStatement(f"SELECT k FROM {table} WHERE k = '{key}'")
         page = await execute(session, select, timeout=settings.request_timeout_s)
         assert [row["k"] for row in page.rows] == [key]
+        # A lost request times out the same way, but never ran: the SERIAL read finds nothing, and
+        # the connection serves the next statement at once.
+        lost = uuid.uuid4().hex
+        wire.proxy.arm(WireAction.REQUEST_LOST)
+        with pytest.raises(OperationTimedOut):
+            insert = SimpleStatement(f"INSERT INTO {table} (k) VALUES ('{lost}') IF NOT EXISTS")
+            await execute(session, insert, timeout=settings.request_timeout_s)
+        (hit,) = wire.proxy.disarm()
+        assert hit.action is WireAction.REQUEST_LOST
+        serial = SimpleStatement(
+            f"SELECT k FROM {table} WHERE k = '{lost}'", serial_consistency_level=ConsistencyLevel.SERIAL
+        )
+        serial.consistency_level = ConsistencyLevel.SERIAL
+        page = await execute(session, serial, timeout=settings.request_timeout_s)
+        assert list(page.rows) == []
     finally:
         wire.proxy.disarm()
 
