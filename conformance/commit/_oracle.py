@@ -191,19 +191,6 @@ class StoreOracle:
         requests, skip = self.armed_requests, self.armed_skip
         if self.armed_calls <= 0:
             self.arm(None)
-        return self.call_site(fault, label, key, write, requests, skip)
-
-    def call_site(
-        self,
-        fault: FaultKind,
-        label: str,
-        key: CommitKey | None,
-        write: bool,
-        requests: int = 1,
-        skip: int = 0,
-    ) -> tuple[FaultKind, CallSite]:
-        """``fault`` taken by one call (``label``), as its hooks see it; the outbox's publish takes a
-        wire kind through here too (``_outbox.ObservedOutbox``), on the proxy the store shares."""
         self.disturbances += 1
         site = CallSite(
             label,

@@ -283,7 +283,8 @@ class OutboxOracle:
         name = key_name(key)
         publish = functools.partial(outbox.publish, never_reserved_intent(key))
         before = store.context.stats.faults[kind.name]
-        taken = store.call_site(kind, f"outbox.publish({name})", key, write=True)
+        store.arm(kind)  # for this one publish: taken at once, as a store call takes an armed fault
+        taken = store.take_fault(f"outbox.publish({name})", key, write=True)
         first = await store.call_backend("outbox.publish", key, publish, taken)
         store.note(f"outbox.publish({name}) meeting {kind.name} -> {show(first)}")
         if isinstance(first, MessageStoreError) and not first.kind.is_uncertain:
