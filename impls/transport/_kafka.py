@@ -334,6 +334,10 @@ class KafkaCommandConsumer:
     def _back_off(self, record: KafkaRecord) -> None:
         """Pause this partition alone and rewind it to the record (S-KAFKA-04)."""
         partition = record.partition
+        if partition not in self._assigned or self._dead:
+            # Revoked while the unit ran (its member may have left and closed its client): the new
+            # owner starts at the committed offset, so there is nothing here to pause (S-KAFKA-05).
+            return
         self._buffer.pop(partition, None)
         self._position[partition] = record.offset
         self._paused[partition] = self.clock() + self.backoff_ms
