@@ -43,7 +43,7 @@ from conformance._fresh import fresh
 from conformance._machine import RunContext
 from conformance._outage import bounded
 from conformance._violations import HarnessEnvironmentError, Violation
-from conformance.commit._expiry_ahead import EXPIRY_OPS, settle_expiry_ahead
+from conformance.commit._expiry_ahead import AHEAD_OPS, settle_ahead
 from conformance.commit._judge import (
     combined_step_rule,
     exercised,
@@ -412,8 +412,8 @@ class StoreOracle:
                 f"({show(model_load_commit(after, key, conversation))})",
                 op=op,
             )
-        if not self.atomic and op in EXPIRY_OPS:  # left OUTBOXED: was the expiry registered ahead?
-            await settle_expiry_ahead(self, op, key)
+        if not self.atomic and op in AHEAD_OPS:  # left OUTBOXED or RESERVED: was anything written ahead?
+            await settle_ahead(self, op, key)
         self.context.reach("settled-uncertain")
 
     async def check_unchanged(

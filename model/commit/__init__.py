@@ -37,6 +37,7 @@ from model.commit._errors import CommitError as CommitError
 from model.commit._errors import CommitErrorKind as CommitErrorKind
 from model.commit._errors import MessageStoreError as MessageStoreError
 from model.commit._errors import StoreErrorKind as StoreErrorKind
+from model.commit._expiry_ahead import record_history_ahead as record_history_ahead
 from model.commit._expiry_ahead import register_expiry_ahead as register_expiry_ahead
 from model.commit._identity import DIGEST_HEADER as DIGEST_HEADER
 from model.commit._identity import LEGACY_HEADER as LEGACY_HEADER

@@ -119,7 +119,12 @@ RULES: Mapping[str, str] = {
         "decision:* a message is readable from `RECORDED` on until its registered expiry (by the "
         "reader's `as_of_ms`); `available_through` is the highest sequence ever allocated, so a hole "
         "(in flight or expired) is visible as such; the first entry is returned even over "
-        "`max_bytes`."
+        "`max_bytes`. A store without the atomic step (C-POST-06) may write a reserved intent's "
+        "history entry before RESERVED -> RECORDED, so that no RECORDED commit lacks it; a "
+        "`put_record` that fails between the two writes leaves the commit RESERVED with that entry "
+        "readable, which is legal: the entry is fixed at reserve (`put_record` 只能写 "
+        "`CommitIntent.record`, and 可安全重试并收敛为同一值), so it is the one the retry or recovery "
+        "records (decided 4 December on a random reach seed of cql/store)."
     ),
     "C-POST-12": (
         "*(Ratchet decision, issue 19 item 7)* A `drop_namespace` that returns without an error has "

@@ -51,6 +51,7 @@ from model.commit import (
     mark_published_and_committed,
     next_step,
     put_record,
+    record_history_ahead,
     register_expiry_ahead,
     reserve,
     reserve_identity_digest,
@@ -294,6 +295,23 @@ def test_expiry_registered_ahead_is_the_due_one_on_an_outboxed_commit_only() -> 
     other = attrs.evolve(created.intent, delivery=attrs.evolve(created.intent.delivery, retention_ms=1))
     assert register_expiry_ahead(state, other) == state  # not the reserved intent
     assert register_expiry_ahead(committed_state, created.intent) == committed_state
+
+
+def test_history_recorded_ahead_is_the_recorded_entry_on_a_reserved_commit_only() -> None:
+    """C-POST-11 / C-POST-06: a two-step store may write a reserved intent's history entry before
+    RESERVED -> RECORDED; the state it leaves is the commit unchanged with the entry put_record writes."""
+    request = send()
+    state, created = reserved(StoreState(), request, at=100)
+    ahead = record_history_ahead(state, created.intent)
+    assert ahead.commits == state.commits and ahead != state
+    recorded, _ = put_record(state, created.intent)
+    assert ahead.history == recorded.history  # the very entry RECORDED shows
+    query = HistoryQuery("t1", "c1", "alice", HistoryDirection.AFTER, None, 10, 1000, 0)
+    members = frozenset({"alice"})
+    assert history_page(ahead, query, members) == history_page(recorded, query, members)
+    other = attrs.evolve(created.intent, delivery=attrs.evolve(created.intent.delivery, retention_ms=1))
+    assert record_history_ahead(state, other) == state  # not the reserved intent
+    assert record_history_ahead(recorded, created.intent) == recorded  # RECORDED: nothing ahead
 
 
 # C-POST-01 --------------------------------------------------------------------------------------
