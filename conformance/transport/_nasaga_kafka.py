@@ -31,7 +31,8 @@ once in ``kafka_walk``) arms the host's crash point ``kafka_committed`` (after t
 COMMIT, before nasaga's ACK and nafka's offset commit), kills the host there, starts a fresh one
 on the same database and group: the record is redelivered and the inbox absorbs it (S-KAFKA-05,
 S-PART-03). The group faults have modules of their own: a second nafka member joining while a unit
-runs on each partition (``_nasaga_kafka_rebalance.py``, S-KAFKA-02, S-KAFKA-05) and the broker
+runs on each partition (``_nasaga_kafka_rebalance.py``, S-KAFKA-02, S-KAFKA-05) or while a
+partition backs off (``_nasaga_kafka_backoff.py``, S-KAFKA-04, S-KAFKA-05), and the broker
 killed and restarted under a running unit, in profile deep on a broker the suite controls
 (``_nasaga_kafka_restart.py``, S-KAFKA-01, S-KAFKA-03).
 """
@@ -66,7 +67,9 @@ from conformance.transport._nasaga_kafka_world import (
     EXTRA_KEYS,
     FAILURE_BUDGET,
     GROUP,
+    HEARTBEAT_MS,
     KEYS,
+    LONG_BACKOFF_MS,
     MAX_RETRIES,
     NASAGA_KAFKA_LACKS,
     OWNER,
@@ -122,6 +125,7 @@ class NasagaKafkaMachine(BrokerRestart):
             self.admin.create_topics(self.topics, PARTITIONS)
             self.producer = ck.Producer(client_config(self.bootstrap, acks="all", **{"linger.ms": 0}))
             self.dead = DeadLetterReader(self.bootstrap, self.topics)
+            self.backoff_ms = LONG_BACKOFF_MS if self._backoff_rebalance_due() else BACKOFF_MS
             self._open_consumer()
         except (TransportError, NasagaHostError, ck.KafkaException) as exc:
             raise HarnessEnvironmentError(f"nasaga's Kafka consumer did not open: {exc}") from exc
@@ -148,7 +152,8 @@ class NasagaKafkaMachine(BrokerRestart):
             client=f"c{self.runtime.crash.kills}",
             instance=f"{self.runtime.ns}-c1",
             planted_bug=self.planted_bug,
-            backoff_ms=BACKOFF_MS,
+            backoff_ms=self.backoff_ms,
+            heartbeat_ms=HEARTBEAT_MS,
             max_retries=MAX_RETRIES,
         )
 
@@ -333,15 +338,18 @@ class NasagaKafkaMachine(BrokerRestart):
     def kafka_walk(self) -> None:
         """Directed, once per example from ``first_start`` (as ``stream_walk`` on Redis Streams):
         a second member joining mid-unit (the first examples of a run), a slow partition beside a
-        healthy one, a copy of a published command, each kind of planted record, the broker
-        restarted mid-unit (profile deep, a broker of the suite's), and the host killed after a
-        COMMIT; through the rules' own bodies, checks between them."""
+        healthy one, a back-off held across a rebalance (a run's first examples, until reached), a copy of a
+        published command, each kind of planted record, the broker restarted mid-unit (profile
+        deep, a broker of the suite's), and the host killed after a COMMIT; through the rules' own
+        bodies, checks between them."""
         if self.walked:
             return
         self.walked = True
         self._rebalance_mid_unit()  # first: its keys are the last ones, and a plant shows sooner
         self.after_step()
         self._slow_partition()
+        self.after_step()
+        self._backoff_rebalance()
         self.after_step()
         free = [k for k in range(len(KEYS)) if k not in self.keys_started][1:]  # one left for the kill
         if free:

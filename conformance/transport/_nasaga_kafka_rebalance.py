@@ -30,8 +30,10 @@ from conformance.transport._nasaga_kafka_world import GROUP, KEYS, PARTITION_OF,
 from impls.nasaga import NasagaHostError
 from model import saga as m
 
-#: Rebalances per run: each costs two group rebalances (the join, the leave), seconds apiece.
-MAX_REBALANCES = 2
+#: Rebalances per run, per part of the walk: each costs two group rebalances (the join, the leave),
+#: seconds apiece. The back-off across a rebalance (``_nasaga_kafka_backoff.py``) stops once its
+#: target is reached; a try misses it when c1's revoke comes after the back-off ended.
+MAX_REBALANCES = {"mid-unit": 2, "backoff": 3}
 HELD_WAIT_S = 15.0  # both held units have begun within this after their publication
 HANDOVER_WAIT_S = 15.0  # the new owner redelivers its partition's record within this
 
@@ -56,9 +58,14 @@ class RebalanceRules(KafkaChecks):
     def _start(self, key: int) -> None:
         raise NotImplementedError
 
-    def _allows_rebalance(self) -> bool:
-        done = int(self.context.stats.details.get("kafka:rebalances", "0"))
-        return done < MAX_REBALANCES and self.context.faults.allows(f.REBALANCE_MID_UNIT.name)
+    def _allows_rebalance(self, part: str) -> bool:
+        done = int(self.context.stats.details.get(f"kafka:rebalances:{part}", "0"))
+        return done < MAX_REBALANCES[part] and self.context.faults.allows(f.REBALANCE_MID_UNIT.name)
+
+    def _count_rebalance(self, part: str) -> None:
+        details = self.context.stats.details
+        for key in ("kafka:rebalances", f"kafka:rebalances:{part}"):  # the run's, the part's
+            details[key] = str(int(details.get(key, "0")) + 1)
 
     def _rebalance_mid_unit(self) -> None:
         """A second member joins the group while a unit runs on each partition (S-KAFKA-05); the
@@ -67,13 +74,12 @@ class RebalanceRules(KafkaChecks):
         by_partition: dict[int, int] = {}
         for k in reversed(free):  # the last keys: the walk's other steps take the first ones
             by_partition.setdefault(PARTITION_OF[self._saga_of(k)], k)
-        if len(by_partition) < PARTITIONS or not self._allows_rebalance():
+        if len(by_partition) < PARTITIONS or not self._allows_rebalance("mid-unit"):
             if "kafka:last_rebalance" not in self.context.stats.details:
                 why = "no free key on each partition" if len(by_partition) < PARTITIONS else "not allowed"
                 self.context.stats.details["kafka:last_rebalance"] = f"skipped: {why}"
             return
-        done = int(self.context.stats.details.get("kafka:rebalances", "0"))
-        self.context.stats.details["kafka:rebalances"] = str(done + 1)
+        self._count_rebalance("mid-unit")
         held = frozenset(self._saga_of(k) for k in by_partition.values())
         for k in sorted(by_partition.values()):
             self._start(k)
@@ -167,8 +173,15 @@ class RebalanceRules(KafkaChecks):
         self.note(f"rebalance: handler outcomes {outcomes}")
         if handed:
             self.context.reach("revoked-unit-redelivered-to-new-owner")
+        self._c2_leaves()
+
+    def _c2_leaves(self) -> None:
+        """``c2`` leaves; the host answers once ``c1`` holds every partition again: a rebalance
+        straddling the walk's next part would restart nafka's count of a record's failures."""
         try:
-            self.runtime.host.call("kafka_leave", namespace=self.runtime.ns, timeout=60)
+            self.runtime.host.call(
+                "kafka_leave", namespace=self.runtime.ns, partitions=PARTITIONS, timeout=60
+            )
         except NasagaHostError as exc:
             raise HarnessEnvironmentError(f"the second nafka member did not leave: {exc}") from exc
 

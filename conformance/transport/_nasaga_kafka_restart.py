@@ -25,7 +25,8 @@ import confluent_kafka as ck
 from conformance._violations import HarnessEnvironmentError, Violation
 from conformance.services import ServiceControlError
 from conformance.transport import _faults as f
-from conformance.transport._nasaga_kafka_rebalance import HELD_WAIT_S, RebalanceRules
+from conformance.transport._nasaga_kafka_backoff import BackoffRebalance
+from conformance.transport._nasaga_kafka_rebalance import HELD_WAIT_S
 from conformance.transport._nasaga_kafka_world import GROUP, KEYS, PARTITIONS
 from impls.transport import DeadLetterReader, KafkaAdmin, TransportError
 from impls.transport._kafka_records import client_config
@@ -35,7 +36,7 @@ RESTART_PROFILES = ("deep",)
 LEADERS_WAIT_S = 60.0  # the restarted broker leads its partitions again within this
 
 
-class BrokerRestart(RebalanceRules):
+class BrokerRestart(BackoffRebalance):
     """``_restart_broker``: the walk's broker restart, where the target lets the suite restart."""
 
     bootstrap: str

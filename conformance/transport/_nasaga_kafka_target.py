@@ -46,6 +46,7 @@ def nasaga_kafka_targets(stats: SuiteStats) -> dict[str, str]:
     targets["healthy-partition-moved-during-backoff"] = "no partition was read while the other backed off"
     targets["duplicate-record-absorbed"] = "no second record of a published command was absorbed"
     targets["revoked-unit-redelivered-to-new-owner"] = "no partition was handed over while its unit ran"
+    targets["backoff-held-across-rebalance"] = "no rebalance came while a partition backed off (S-KAFKA-05)"
     if not stats.details.get(f"transport:{BROKER_RESTART.name}", "").startswith("not applicable"):
         targets["offsets-survived-broker-restart"] = "no broker restart under a running unit was survived"
     targets["failed-record-redelivered"] = "no record a failing handler left was redelivered"

@@ -19,6 +19,15 @@ PARTITION_OF = {
     m.saga_id_for(w.KEY.tenant, w.KEY.workflow, key): index % PARTITIONS for index, key in enumerate(KEYS)
 }
 BACKOFF_MS = 400  # nafka's consume_retry_backoff_ms: the pause of a partition after a failure
+#: The back-off of an example that may walk a back-off across a rebalance: it must outlast c2's
+#: join (c1 revoked up to 0.6 s after the join began, seen); at 400 ms the revoke came, in most
+#: tries, just as the back-off ended (``_nasaga_kafka_backoff.py``). Only there: every back-off
+#: of the example costs it.
+LONG_BACKOFF_MS = 1000
+#: The members' heartbeat interval: under librdkafka's classic protocol a member hears of a
+#: rebalance in a heartbeat's answer; at 1000 ms c1's revoke came up to a second after c2's join
+#: began, past a back-off (``_nasaga_kafka_backoff.py``).
+HEARTBEAT_MS = 100
 SETTLE_S = 30.0  # every record has its outcome within this once nothing more fails
 EVENT_HEADER = "X-Nasa-Event"  # nafka's routing header; nasaga's command event type is its value
 COMMAND_EVENT = b"saga.command"

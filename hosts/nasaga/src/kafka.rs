@@ -24,16 +24,20 @@
 //! sharing the handler (plans, journal), so the group rebalances and a partition is handed over;
 //! a plan's `hold` keeps its first attempt's unit running (before its transaction) until
 //! `kafka_release`, so the hand-over happens while that unit runs. `kafka_leave` closes it.
+//! While it joins, the host watches the first member's group health (`watch_revoke`): when
+//! nafka's owner thread published the revoke, and what it had paused just before.
 //!
 //! Ops: `kafka_open`, `kafka_dispatch`, `kafka_journal`, `kafka_wait`, `kafka_join`,
 //! `kafka_release`, `kafka_leave`, `kafka_close`.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use nafka::{AckMode, ConsumerRuntime, GroupSpec, KafkaProxy, KafkaRecord, SingleConsumer};
+use nafka::{
+    AckMode, ConsumerRuntime, GroupHealth, GroupSpec, KafkaProxy, KafkaRecord, SingleConsumer,
+};
 use naoutbox_core::{OutboxEvent, OutboxPublishError, OutboxPublisher};
 use nasaga_core::{DefinitionVersion, ServiceIdentity, StepName, WorkflowName};
 use nasaga_runtime_core::{
@@ -321,9 +325,61 @@ async fn start_member<E: Engine>(
     Ok((proxy, consumers))
 }
 
+fn elapsed_ms(started: Instant) -> u64 {
+    started.elapsed().as_millis() as u64
+}
+
+fn paused_of(health: &GroupHealth) -> Value {
+    let paused: Vec<Value> = health
+        .paused
+        .iter()
+        .map(|(tp, reason)| json!([tp.partition, format!("{reason:?}")]))
+        .collect();
+    json!(paused)
+}
+
+/// What the first member did while the second joined, read from its group health every 2 ms
+/// on a thread of its own (so nothing the join does on the host's runtime delays a look) until
+/// `watching` drops: `revoked_ms` (the set's clock), the first look at which its assignment was no
+/// longer the one it held when the join began (the eager revoke as nafka's owner thread publishes
+/// it, so at or after the revoke itself), or null; `held`, that assignment; `then`, the one seen
+/// at that look; `paused`, its paused partitions and nafka's reasons at the look before.
+fn watch_revoke(
+    first: KafkaProxy,
+    group: String,
+    started: Instant,
+    watching: Arc<AtomicBool>,
+) -> Value {
+    let Ok(runtime) = tokio::runtime::Builder::new_current_thread().build() else {
+        return Value::Null;
+    };
+    let look = || runtime.block_on(first.group_health(&group)).ok();
+    let Some(mut last) = look() else {
+        return Value::Null;
+    };
+    let partitions = |h: &GroupHealth| h.assignment.iter().map(|tp| tp.partition).collect();
+    let held: Vec<i32> = partitions(&last);
+    loop {
+        std::thread::sleep(Duration::from_millis(2));
+        let Some(now) = look() else {
+            break;
+        };
+        let then: Vec<i32> = partitions(&now);
+        if then != held {
+            let at = elapsed_ms(started);
+            return json!({"revoked_ms": at, "held": held, "then": then, "paused": paused_of(&last)});
+        }
+        last = now;
+        if !watching.load(Ordering::SeqCst) {
+            break;
+        }
+    }
+    json!({"revoked_ms": null, "held": held, "paused": paused_of(&last)})
+}
+
 impl<E: Engine> Host<E> {
     /// `kafka_open {namespace, bootstrap, topic, owner, step, group, client, instance?,
-    /// backoff_ms, max_retries, planted_bug?}`: nasaga's command consumer for `owner` on `topic`, started in nafka's
+    /// backoff_ms, heartbeat_ms?, max_retries, planted_bug?}`: nasaga's command consumer for `owner` on `topic`, started in nafka's
     /// runtime (see module doc). The topic and its `.DLT` exist already (the harness's).
     pub async fn kafka_open(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let namespace = self.ns(args)?;
@@ -372,6 +428,7 @@ impl<E: Engine> Host<E> {
             },
         )?;
         let backoff = args.opt_i64("backoff_ms")?.unwrap_or(300).max(1);
+        let heartbeat = args.opt_i64("heartbeat_ms")?.unwrap_or(1000).max(1);
         // Static membership (`instance`): a host started after a kill takes the dead member's
         // place at once instead of waiting out its session.
         let mut consumer_properties = serde_json::Map::new();
@@ -385,7 +442,7 @@ impl<E: Engine> Host<E> {
             "producer": {"acks": "all", "enable_idempotence": true, "linger_ms": 0,
                          "request_timeout_ms": 5000, "delivery_timeout_ms": 10000},
             "consumer": {"auto_offset_reset": "earliest", "session_timeout_ms": 6000,
-                         "heartbeat_interval_ms": 1000, "fetch_wait_max_ms": 20,
+                         "heartbeat_interval_ms": heartbeat, "fetch_wait_max_ms": 20,
                          "properties": consumer_properties},
             "behavior": {"commit_interval_ms": 50, "poll_timeout_ms": 20,
                          "start_consume_delay_ms": 0, "consume_retry_backoff_ms": backoff,
@@ -483,14 +540,18 @@ impl<E: Engine> Host<E> {
         Ok(json!({"waited_ms": ms}))
     }
 
-    /// `kafka_join {namespace, client, planted_bug?}` → `{assignment: [partition]}`: a second
-    /// member of the group (another client, dynamic membership so `kafka_leave` hands its
-    /// partitions back at once) sharing the handler; returns once nafka reports it assigned.
+    /// `kafka_join {namespace, client, client_id_prefix?, planted_bug?}` → `{assignment:
+    /// [partition], began_ms, assigned_ms, first}`: a second member of the group (another client,
+    /// dynamic membership so `kafka_leave` hands its partitions back at once) sharing the handler;
+    /// returns once nafka reports it assigned. `client_id_prefix`: nafka's, in front of its
+    /// `client.id` (the broker's name for a dynamic member, so its place in the assignor's order).
+    /// `began_ms`, `assigned_ms`: the set's clock (the journal's `at_ms`); `first`: what the first
+    /// member did meanwhile (`watch_revoke`).
     /// Planted bug `trust_old_owner`: see `Journaled::trust_old_owner`.
     pub async fn kafka_join(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let namespace = self.ns(args)?;
         let set = set_of::<E>(&namespace.name)?;
-        let (mut kafka, step, config, started, group) = {
+        let (mut kafka, step, config, started, group, first) = {
             let guard = lock(&set);
             (
                 guard.kafka.clone(),
@@ -501,34 +562,54 @@ impl<E: Engine> Host<E> {
                     .consumers
                     .as_ref()
                     .and_then(|c| c.groups().first().cloned()),
+                guard.proxy.clone(),
             )
         };
         let group = group.ok_or_else(|| bad("kafka_join: the first member has no group"))?;
         kafka["client_name"] = json!(args.str("client")?);
         kafka["consumer"]["properties"] = json!({});
+        if let Some(prefix) = args.opt_str("client_id_prefix")? {
+            kafka["client_id_prefix"] = json!(prefix);
+        }
         let trust = match args.opt_str("planted_bug")? {
             Some("trust_old_owner") => true,
             None | Some("skip_unit") => false,
             Some(other) => return Err(bad(format!("unknown planted bug {other}"))),
         };
-        let (proxy, consumers) = start_member(kafka, &step, config, started, "c2", trust).await?;
-        let deadline = Instant::now() + Duration::from_secs(30);
-        let ready = proxy
-            .await_group_ready(
-                &group,
-                nafka::ReadyRequirement::Assigned { min_partitions: 1 },
-                deadline,
-            )
-            .await
-            .map_err(|e| {
-                HostError::new(
-                    "host.kafka",
-                    format!("the second member got no partition: {e}"),
+        let began_ms = elapsed_ms(started);
+        let watching = Arc::new(AtomicBool::new(true));
+        let watcher = {
+            let (group, watching) = (group.clone(), Arc::clone(&watching));
+            std::thread::spawn(move || watch_revoke(first, group, started, watching))
+        };
+        let joined = async {
+            let (proxy, consumers) =
+                start_member(kafka, &step, config, started, "c2", trust).await?;
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let ready = proxy
+                .await_group_ready(
+                    &group,
+                    nafka::ReadyRequirement::Assigned { min_partitions: 1 },
+                    deadline,
                 )
-            })?;
+                .await
+                .map_err(|e| {
+                    HostError::new(
+                        "host.kafka",
+                        format!("the second member got no partition: {e}"),
+                    )
+                })?;
+            anyhow::Ok((proxy, consumers, ready, elapsed_ms(started)))
+        }
+        .await;
+        watching.store(false, Ordering::SeqCst);
+        // The watcher's next look sees the flag: a wait of a few milliseconds at most.
+        let watched = watcher.join().unwrap_or(Value::Null);
+        let (proxy, consumers, ready, assigned_ms) = joined?;
         let assignment: Vec<i32> = ready.assignment.iter().map(|tp| tp.partition).collect();
         lock(&set).joined = Some((proxy, consumers));
-        Ok(json!({"assignment": assignment}))
+        Ok(json!({"assignment": assignment, "began_ms": began_ms,
+                  "assigned_ms": assigned_ms, "first": watched}))
     }
 
     /// `kafka_release {namespace}` → `{released}`: every held unit goes on.
@@ -542,16 +623,39 @@ impl<E: Engine> Host<E> {
         Ok(json!({"released": released}))
     }
 
-    /// `kafka_leave {namespace}` → `{left}`: the second member shut down (its partitions go back
-    /// to the first at the next rebalance).
+    /// `kafka_leave {namespace, partitions?}` → `{left}`: the second member shut down (its
+    /// partitions go back to the first at the next rebalance); with `partitions`, returns once the
+    /// first member holds that many again, so what the harness does next meets no rebalance.
     pub async fn kafka_leave(&self, args: &Args<'_>) -> anyhow::Result<Value> {
         let namespace = self.ns(args)?;
         let set = set_of::<E>(&namespace.name)?;
-        let joined = lock(&set).joined.take();
+        let (joined, first, group) = {
+            let mut guard = lock(&set);
+            let group = guard
+                .consumers
+                .as_ref()
+                .and_then(|c| c.groups().first().cloned());
+            (guard.joined.take(), guard.proxy.clone(), group)
+        };
         let left = joined.is_some();
         if let Some((proxy, consumers)) = joined {
             drop(consumers);
             let _ = proxy.shutdown().await;
+        }
+        if let (Some(partitions), Some(group), true) = (args.opt_i64("partitions")?, group, left) {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            let wanted = nafka::ReadyRequirement::Assigned {
+                min_partitions: partitions.max(1) as usize,
+            };
+            first
+                .await_group_ready(&group, wanted, deadline)
+                .await
+                .map_err(|e| {
+                    HostError::new(
+                        "host.kafka",
+                        format!("the first member did not get its partitions back: {e}"),
+                    )
+                })?;
         }
         Ok(json!({"left": left}))
     }
