@@ -38,6 +38,7 @@ from conformance.commit._endpoint_rules import EndpointRules
 from conformance.commit._legacy_rules import LegacyRules
 from conformance.commit._oracle import HaltExample, ObservedStore, StoreOracle
 from conformance.commit._target import CommitTarget
+from conformance.commit._wire_rules import SCAN_ALL_DUE
 from impls.api import InMemoryMembership, MessageStore
 from model.commit import (
     MAX_INT64,
@@ -220,7 +221,7 @@ class CommitWorld(ConformanceMachine):
 class StoreMachine(EdgeRules, CorruptRules, LegacyRules, EndpointRules, CommitWorld):
     reserved = Bundle("reserved")
     #: Run by the opening on a wire only (``WireFaultRules.wire_opening``).
-    directed_on_wire = ("legacy_walk", "repeat_walk", "atomic_walk", "endpoint_walk")
+    directed_on_wire = ("legacy_walk", "repeat_walk", "atomic_walk", "endpoint_walk", SCAN_ALL_DUE)
 
     def __init__(self) -> None:
         super().__init__()

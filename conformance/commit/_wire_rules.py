@@ -26,7 +26,7 @@ from conformance._violations import HarnessEnvironmentError
 from conformance.commit import _vocabulary as v
 from conformance.commit._oracle import ObservedStore
 from conformance.wire import PARTITION, STORE_WIRE_FAULTS, FaultProxy
-from model.commit import MessageStoreError, StoreErrorKind
+from model.commit import MAX_SCAN_ITEMS, MessageStoreError, StoreErrorKind
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable
@@ -37,6 +37,9 @@ if TYPE_CHECKING:
 #: A stall costs the client's timeout in real time, so it is drawn less often than the others.
 DRAWS = ("wire-reply-lost", "wire-reply-lost", "wire-reset-before", "wire-stall", "partition")
 assert set(DRAWS) == set(STORE_WIRE_FAULTS)
+#: A recorded rule with its arguments for the store machine's ``directed_on_wire``: the recovery scan
+#: over everything due; drawn, it first ran as late as example 28 of Cassandra's 80 (docs/ci-gate.md).
+SCAN_ALL_DUE = ("scan_recoverable_commits", {"older_than": "after-now", "max_items": MAX_SCAN_ITEMS})
 #: The store faults of the seam that ``seam_walk`` arms (the machines' ``arm_store_fault`` kinds).
 SEAM_FAULTS = {RESPONSE_LOST.name: RESPONSE_LOST, FAILED_BEFORE.name: FAILED_BEFORE}
 
@@ -68,8 +71,9 @@ class WireFaultRules(ConformanceMachine):
         ones on the fixed seed (docs/ci-gate.md). On an embedded backend none of it exists."""
         self.wire_walk()
         self.seam_walk()
-        for name in getattr(self, "directed_on_wire", ()):
-            getattr(self, name)()
+        for walk in getattr(self, "directed_on_wire", ()):  # a name, or (a rule's name, its arguments)
+            name, arguments = walk if isinstance(walk, tuple) else (walk, {})
+            getattr(self, name)(**arguments)
 
     def _member_read(self, actor: str = "alice") -> None:
         query = v.history_query("t1", "c1", actor, "before", None, 100, 1 << 20, self.now)

@@ -301,18 +301,20 @@ class KafkaMachine(KafkaMachineBase):
         self.publish_commands()
         if walk != 0:
             return
-        # Each business key's saga puts one command on its partition (k1, k3 on 0; k2 on 1): a
-        # unit for the back-off (k1, ``key`` 0 being the simplest draw), one for the rebalance
-        # mid-unit (k2, on the last partition, the one a rebalance moves), one for the kill (k3).
+        # Each business key's saga puts one command on its partition (k1, k3 on 0; k2 on 1): k1
+        # (``key`` 0, the simplest draw) backs off across a rebalance; k3 backs off beside k2, and
+        # its redelivery is the unit whose consumer is killed; a copy of k2's command is the unit on
+        # the last partition, the one a rebalance moves.
         self.backoff_walk()
-        self.move_mid_unit(fate="committed", how="rebalance")
         self.start(key=2)
+        self.slow_partition(fate="committed")
+        self.republish(partition=1)
+        self.move_mid_unit(fate="committed", how="rebalance")
+        self.advance_clock(ms=BACKOFF_MS)
         self.process(partition=0, decision="succeed", fate="committed", fault="kill")
         self.rotate_key()
         for number, how in enumerate(sorted(PLANTED)):
             self.plant_record(partition=number % PARTITIONS, how=how)
-        self.republish(partition=0)
-        self.advance_clock(ms=BACKOFF_MS)
         self.scale()
         self.restart_broker()
 
