@@ -160,7 +160,10 @@ class KafkaMachineBase(SagaSideBase):
             if all(owned) and sum(map(len, owned)) == len(union) == PARTITIONS:
                 break
             if time.monotonic() > deadline:
-                raise HarnessEnvironmentError(f"the consumer group did not settle within {SETTLE_S:.0f}s")
+                held = ", ".join(f"{n}: {sorted(c.assignment())}" for n, c in self.consumers.items())
+                raise HarnessEnvironmentError(
+                    f"the consumer group did not settle within {SETTLE_S:.0f}s (members hold {held})"
+                )
             for consumer in list(self.consumers.values()):
                 self._poll(consumer, 0.02)
         for name, consumer in self.consumers.items():
