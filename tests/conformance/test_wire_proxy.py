@@ -182,28 +182,25 @@ async def test_a_cql_stall_outlasts_the_client_timeout_and_keeps_the_connection(
     await execute(
         session, SimpleStatement(f"CREATE TABLE IF NOT EXISTS {table} (k text PRIMARY KEY)"), timeout=60
     )
-    try:
-        wire.proxy.arm(WireAction.STALL)
+
+    async def timed_out_insert(action: WireAction, value: str) -> None:
+        wire.proxy.arm(action)
         with pytest.raises(OperationTimedOut):
-            insert = SimpleStatement(f"INSERT INTO {table} (k) VALUES ('{key}') IF NOT EXISTS")
+            insert = SimpleStatement(f"INSERT INTO {table} (k) VALUES ('{value}') IF NOT EXISTS")
             await execute(session, insert, timeout=settings.request_timeout_s)
         (hit,) = wire.proxy.disarm()
-        assert hit.action is WireAction.STALL
+        assert hit.action is action
+
+    try:
+        await timed_out_insert(WireAction.STALL, key)
         select = SimpleStatement(f"SELECT k FROM {table} WHERE k = '{key}'")
         page = await execute(session, select, timeout=settings.request_timeout_s)
         assert [row["k"] for row in page.rows] == [key]
         # A lost request times out the same way, but never ran: the SERIAL read finds nothing, and
         # the connection serves the next statement at once.
         lost = uuid.uuid4().hex
-        wire.proxy.arm(WireAction.REQUEST_LOST)
-        with pytest.raises(OperationTimedOut):
-            insert = SimpleStatement(f"INSERT INTO {table} (k) VALUES ('{lost}') IF NOT EXISTS")
-            await execute(session, insert, timeout=settings.request_timeout_s)
-        (hit,) = wire.proxy.disarm()
-        assert hit.action is WireAction.REQUEST_LOST
-        serial = SimpleStatement(
-            f"SELECT k FROM {table} WHERE k = '{lost}'", serial_consistency_level=ConsistencyLevel.SERIAL
-        )
+        await timed_out_insert(WireAction.REQUEST_LOST, lost)
+        serial = SimpleStatement(f"SELECT k FROM {table} WHERE k = '{lost}'")
         serial.consistency_level = ConsistencyLevel.SERIAL
         page = await execute(session, serial, timeout=settings.request_timeout_s)
         assert list(page.rows) == []
