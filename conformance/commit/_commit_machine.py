@@ -92,10 +92,8 @@ class CommitMachine(RecoveryRules, QuotaRules, ReadinessRules, ConfigRules, Comm
         self.outbox: Outbox | None = None
         self.outbox = self.run(target.open_outbox(self.namespace))
         self.outbox_oracle = OutboxOracle(self.oracle, self.outbox)
-        self.context.stats.details.setdefault(
-            "outbox_lists_entries", str(isinstance(self.outbox, ListableOutbox))
-        )
         details = self.context.stats.details
+        details.setdefault("outbox_lists_entries", str(isinstance(self.outbox, ListableOutbox)))
         details.setdefault("outbox_on_wire", str(target.outbox_on_wire))
         if target.wire is not None and not target.outbox_on_wire:  # wire-request-lost: a publish's only
             details.setdefault("outbox_on_wire_kinds", "not applicable: the outbox factory takes no endpoint")

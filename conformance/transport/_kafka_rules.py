@@ -321,13 +321,13 @@ class KafkaMachine(KafkaMachineBase):
     @step
     def backoff_walk(self) -> None:
         """From the walking opening (``first_start``): a transient failure (a COMMIT rolled back)
-        backs partition 0 off,
-        then c2 joins before the back-off ends; c1, given partition 0 again by the range assignor,
-        must read it at once from the committed offset (S-KAFKA-05: the new owner resumes there;
-        S-KAFKA-04: it is redelivered); then c2 leaves. librdkafka keeps a partition's pause across
-        a rebalance, and a connector that forgot its back-off without resuming it never read that
-        partition again: found by a random seed, two steps in an order the rules drew too rarely
-        (docs/transports.md, "Found by the suites"). Its rebalances are not ``group_changes``."""
+        backs partition 0 off, then c2 joins before the back-off ends; c1, given partition 0 again
+        by the range assignor, must read it at once from the committed offset (S-KAFKA-05: the new
+        owner resumes there; S-KAFKA-04: it is redelivered); then c2 leaves. librdkafka keeps a
+        partition's pause across a rebalance, and a connector that forgot its back-off without
+        resuming it never read that partition again: found by a random seed, two steps in an order
+        the rules drew too rarely (docs/transports.md, "Found by the suites"). Its rebalances are
+        not ``group_changes``."""
         if not self._allows(f.SLOW_PARTITION) or "c2" in self.consumers or not self._feed(0):
             return
         # A rolled-back COMMIT is a transient failure too (REDELIVER), and the rarer draw.
