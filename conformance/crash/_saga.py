@@ -36,6 +36,7 @@ from conformance.saga._metrics_checks import under_ledger
 from conformance.saga._ratchet import RatchetRuntime
 from conformance.saga._target import SagaTarget
 from impls.saga import SagaBackendError
+from model import saga as m
 
 MAX_CRASHES_PER_EXAMPLE = 2
 RESTART_WAIT_S = 400.0
@@ -146,6 +147,8 @@ class DurabilitySagaMachine(SagaMachine):
         if not self.target.reopenable or not self.context.faults.allows(REOPEN.name):
             return
         self.ratchet.reopen(which)
+        if which != "orchestrator":  # a new process: the failure counts it kept are gone (S-PART-04)
+            self.model_parts[which] = m.restart_participant(self.model_parts[which])
         self.context.inject(REOPEN.name)
         self.context.reach(f"reopened:{'orchestrator' if which == 'orchestrator' else 'participant'}")
         self.catalog_touched = True

@@ -158,7 +158,8 @@ class SagaMachineBase(ConformanceMachine):
         answers ``DeadLettered`` (S-PART-04), whoever rolled the try back (the harness's fate or
         the database on every attempt).
         """
-        if self.refused_before() is None:
+        # A dead letter is recorded by a transaction of its own after the refused try.
+        if self.refused_before(anywhere=isinstance(refused, m.DeadLettered)) is None:
             return False
         if actual != self.runtime.project(m.RolledBack() if refused is None else refused):
             return False
@@ -166,12 +167,14 @@ class SagaMachineBase(ConformanceMachine):
         self.context.reach("database-refused-every-attempt")
         return True
 
-    def refused_before(self) -> tuple[m.OrchestratorStore, dict[str, m.ParticipantState]] | None:
+    def refused_before(
+        self, anywhere: bool = False
+    ) -> tuple[m.OrchestratorStore, dict[str, m.ParticipantState]] | None:
         """The model's state before the last call, if the database refused that call's last
-        transaction (``_metrics_checks.Ledgered.refused_call``); None when it did not, or when
-        the runtime keeps no transaction log."""
+        transaction (``anywhere``: any of its transactions; ``_metrics_checks.Ledgered.refused_call``);
+        None when it did not, or when the runtime keeps no transaction log."""
         refused_call = getattr(self.runtime, "refused_call", None)
-        return refused_call() if callable(refused_call) else None
+        return refused_call(anywhere) if callable(refused_call) else None
 
     def undo_if_refused(self) -> bool:
         """After a runtime call that answers nothing (a publication mark): if the database refused

@@ -112,6 +112,12 @@ class DeliveryRules(ForgedCommandRules):
         if self.database_refused(commit, actual, refused_outcome):
             self.model_parts[owner], expected = refused_parts, refused_outcome
             self.refated()
+        elif isinstance(refused_outcome, m.DeadLettered) and self.database_refused(commit, actual):
+            # The try was counted, and then the dead letter's own transaction refused on every
+            # attempt: not recorded, so not answered (S-PART-04, ``Participant._failed``).
+            self.model_parts[owner] = m.dead_letter_unrecorded(refused_parts, command.command_id)
+            expected = m.RolledBack()
+            self.refated()
         rule_id = {
             m.MessageRefused: "S-PART-05",
             m.DuplicateCommand: "S-PART-02",

@@ -148,14 +148,18 @@ class Ledgered:
         attempt, ``_base.database_refused``): keep that state for the next call instead."""
         self._model, self._parts = self._machine.model, dict(self._machine.model_parts)
 
-    def refused_call(self) -> tuple[m.OrchestratorStore, dict[str, m.ParticipantState]] | None:
+    def refused_call(
+        self, anywhere: bool = False
+    ) -> tuple[m.OrchestratorStore, dict[str, m.ParticipantState]] | None:
         """The model's state before the last state-changing call, if the last transaction that
-        call began was refused by the database (a definite rollback: ``_base.database_refused``)."""
+        call began was refused by the database (a definite rollback: ``_base.database_refused``);
+        ``anywhere``: if any of them was (a dead letter's transaction follows the refused try)."""
         log = cast(MetricsPort, self._runtime).transaction_log()
         if self._call is None or log is None:
             return None
         start, model, parts = self._call
-        if len(log.refused) <= start or not log.refused[-1]:
+        refused = log.refused[start:]
+        if not (any(refused) if anywhere else refused and refused[-1]):
             return None
         return model, dict(parts)
 
@@ -266,7 +270,7 @@ class Ledgered:
             for _ in range(retried):
                 ledger.add(m.unit_tally(unit, m.Started("", "", "")))
             retried = 0
-        for stage in tally.stages:
+        for stage in dict.fromkeys(tally.stages):  # a dead letter's two transactions: retried once
             if stage is m.Stage.HANDLER:
                 ledger.handler_retries += retried
                 if refused_last:

@@ -198,10 +198,13 @@ class TransactionLog:
     runtime may open transactions on any of them.
     """
 
-    def __init__(self) -> None:
+    def __init__(self, attempts: int | None = None) -> None:
         self.refused: list[bool] = []
         #: The refused transactions whose refusal answered their COMMIT (not one of their statements).
         self.refused_at_commit: set[int] = set()
+        #: How many times the runtime runs one unit at most (None: no bound known): a unit refused
+        #: that often is given up, and the transaction after it is the next unit's.
+        self.attempts = attempts
 
     def refused_inside(self, start: int) -> bool:
         """Whether the last transaction from ``start`` on was refused at one of its statements,
@@ -210,9 +213,18 @@ class TransactionLog:
         return start <= last and self.refused[last] and last not in self.refused_at_commit
 
     def retried_within(self, start: int) -> int:
-        """The refused transactions from ``start`` on that another transaction followed: the
-        attempts the runtime ran again within the call that began at ``start`` (S-OBS-02)."""
-        return sum(self.refused[start:-1])
+        """The refused transactions from ``start`` on that another attempt of the same unit
+        followed: the attempts the runtime ran again within the call that began at ``start``
+        (S-OBS-02). A unit refused on every one of its ``attempts`` was given up, so what follows
+        its last refusal is another unit (a dead letter's, after its command's refused try)."""
+        retried, run = 0, 0
+        for refused in self.refused[start:-1]:
+            run = run + 1 if refused else 0
+            if run == self.attempts:
+                run = 0  # given up, not run again
+            elif refused:
+                retried += 1
+        return retried
 
 
 class ReferencePort(Protocol):

@@ -30,6 +30,7 @@ from conformance.saga._port import (
 )
 from conformance.saga._timing import TimedBackend
 from impls.saga import (
+    MAX_ATTEMPTS,
     Discard,
     Keep,
     Management,
@@ -109,7 +110,8 @@ class RatchetRuntime:
         # One metrics source for the orchestrator and both participants, each on its own backend
         # (S-OBS-04); the harness's clock never moves during a call, so durations are exactly 0.
         self.metrics = self.metrics_class(CollectorRegistry(), clock=lambda: 0.0)
-        self.transactions = TransactionLog()  # every role's, in the order the runtime began them
+        # Every role's, in the order the runtime began them; a unit runs at most MAX_ATTEMPTS times.
+        self.transactions = TransactionLog(MAX_ATTEMPTS)
         #: (role, what) -> (the role's backend generation when read, the read-back); see ``_kept``
         self._reads: dict[tuple[str, str], tuple[int, Any]] = {}
         self.orch_backend = self._open("orchestrator")

@@ -205,8 +205,7 @@ class SagaSideBase(SagaSideRules):
 
     def _claimed(self, owner: str, command_id: str) -> bool:
         part = self.runtime.parts[owner]
-        in_inbox = read_only(part.backend, lambda tx: tx.command_claimed(command_id))
-        return bool(in_inbox) or command_id in part.dead_letters
+        return bool(read_only(part.backend, lambda tx: tx.command_claimed(command_id)))  # dead letters too
 
 
 class TransportMachineBase(SagaSideBase):

@@ -46,6 +46,7 @@ from ._participant import Participant as Participant
 from ._routes import capability_key_of as capability_key_of
 from ._routes import route_from_row as route_from_row
 from ._routes import route_to_row as route_to_row
+from ._unit import MAX_ATTEMPTS as MAX_ATTEMPTS
 from ._unit import Discard as Discard
 from ._unit import FateHook as FateHook
 from ._unit import Keep as Keep

@@ -5,7 +5,9 @@ payload contract; S-PART-05), then in one transaction: inbox claim by ``command_
 (S-PART-02), gate by ``effect_id`` (S-PART-03), the business fact, the result outbox.
 A business transient failure or a rolled-back transaction is not acknowledged and counts
 against the per-command budget (S-PART-04); an unknown COMMIT counts for nothing: the
-redelivery meets the inbox and the gate, which know (S-STEP-05, S-TX-02).
+redelivery meets the inbox and the gate, which know (S-STEP-05, S-TX-02). A spent budget's
+dead letter is claimed in the inbox by a transaction of its own before it is answered, so it
+outlives the process (S-PART-04, S-PART-02).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ _KIND = {
 }
 
 
+_Letter = DeadLettered | DuplicateCommand
+
+
 class _Transient(Exception):
     """The business code asked for a retry: roll back, do not acknowledge."""
 
@@ -77,9 +82,9 @@ class Participant:
     fates: FateHook = always_commit
     #: The process's one metrics source, shared with every other service of the process (S-OBS-04).
     metrics: RuntimeMetrics = attrs.field(factory=process_metrics)
-    #: Transport bookkeeping kept outside the transaction (as a broker's redelivery count).
+    #: Failed tries per command, kept by this process as a consumer keeps its redelivery count:
+    #: a restarted process counts afresh (S-PART-04; the dead letter itself is durable).
     delivery_failures: dict[str, int] = attrs.field(factory=dict)
-    dead_letters: set[str] = attrs.field(factory=set)
 
     @counted(Unit.COMMAND)
     def handle_command(self, command: CommandEnvelope, producer: str, decision: Decision) -> CommandOutcome:
@@ -87,8 +92,6 @@ class Participant:
         reason = verify_command(ParticipantState(self.config), CommandDelivery(command, producer, decision))
         if reason is not None:
             return MessageRefused(command.command_id, reason)
-        if command.command_id in self.dead_letters:
-            return DuplicateCommand(command.command_id)
 
         def body(tx: SagaTransaction) -> Keep[CommandOutcome] | Discard[CommandOutcome]:
             if not tx.claim_command(command.command_id):
@@ -144,14 +147,28 @@ class Participant:
                 raise _Transient
             return _KIND[decision]
 
-    def _failed(self, command_id: str) -> RolledBack | DeadLettered:
-        """Count one rolled-back try; dead-letter when the budget is spent (S-PART-04)."""
+    def _failed(self, command_id: str) -> RolledBack | DeadLettered | DuplicateCommand:
+        """Count one rolled-back try; dead-letter when the budget is spent (S-PART-04).
+
+        The dead letter is durable before it is answered (the seed's durable DLT): its own
+        participant transaction claims the command in the inbox, so a copy delivered later, to
+        this process or a restarted one, meets the claim (S-PART-02). Kept in memory only, a copy
+        redelivered after a lost acknowledgement and a restart ran the dead letter's command
+        (saga-durability, seed 20261130). Not recorded, it is not answered: ``RolledBack``, the
+        copy redelivered meets the spent budget again."""
         failures = self.delivery_failures.get(command_id, 0) + 1
         self.delivery_failures[command_id] = failures
-        if failures >= self.config.transient_failure_budget:
-            self.dead_letters.add(command_id)
-            return DeadLettered(command_id, failures)
-        return RolledBack()
+        if failures < self.config.transient_failure_budget:
+            return RolledBack()
+
+        def letter(tx: SagaTransaction) -> Keep[_Letter] | Discard[_Letter]:
+            if not tx.claim_command(command_id):
+                return Discard(DuplicateCommand(command_id))  # another delivery claimed it first
+            return Keep(DeadLettered(command_id, failures))
+
+        timed = self.metrics.timing(Stage.PARTICIPANT_TRANSACTION)
+        outcome = run_unit(self.backend, "dead-letter", letter, timed=timed)
+        return outcome if isinstance(outcome, DeadLettered | DuplicateCommand) else RolledBack()
 
     def pending_results(self) -> tuple[ResultEnvelope, ...]:
         rows = read_only(self.backend, lambda tx: tx.list_results(unpublished_only=True))

@@ -302,8 +302,10 @@ from ._participant import ParticipantConfig as ParticipantConfig
 from ._participant import ParticipantState as ParticipantState
 from ._participant import StepBinding as StepBinding
 from ._participant import ack_is_earned as ack_is_earned
+from ._participant import dead_letter_unrecorded as dead_letter_unrecorded
 from ._participant import effect_counts as effect_counts
 from ._participant import handle_command as handle_command
+from ._participant import restart_participant as restart_participant
 from ._participant import verify_command as verify_command
 from ._queries import AuditTrail as AuditTrail
 from ._queries import GetSaga as GetSaga

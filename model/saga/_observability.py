@@ -47,11 +47,12 @@ from ._instance import Cause
 from ._keys import SagaStatus
 from ._messages import CommandEnvelope
 from ._orchestrator import FireOutcome, ResultOutcome
-from ._participant import CommandOutcome, CommandProcessed, DuplicateCommand, ParticipantState
+from ._participant import CommandOutcome, CommandProcessed, DeadLettered, DuplicateCommand, ParticipantState
 from ._routes import RegisterOutcome, RenewOutcome
 from ._start import StartOutcome
 from ._store import InstanceReleased, OrchestratorStore
 from ._timers import ClaimOutcome, TimerReleased, TimerRenewed, check_fence
+from ._transaction import RolledBack
 from ._values import DeliveryVerdict, Phase, ResultKind
 
 #: Metric family names as a text-format parser reports them; a counter's sample adds ``_total``.
@@ -302,21 +303,28 @@ def command_stages(
 ) -> tuple[Stage, ...]:
     """The stages one delivery of ``command`` observes, from the participant's state before it.
 
-    A refused command or a dead letter's copy never opens the transaction; any other delivery is
-    one participant transaction (S-OBS-02). The handler runs inside it unless the inbox or the
-    gate answers: a duplicate claim, an attempt at a decided effect, a resolve of a decided or
-    never-run effect (S-PART-02, S-PART-03, S-PART-06).
+    A refused command never opens the transaction; any other delivery is one participant
+    transaction (S-OBS-02). The handler runs inside it unless the inbox or the gate answers: a
+    duplicate claim (a dead letter's copy too: it is claimed in the inbox), an attempt at a
+    decided effect, a resolve of a decided or never-run effect (S-PART-02, S-PART-03, S-PART-06).
+    A delivery that spends the budget runs one more participant transaction, the one recording
+    its dead letter (S-PART-04), answered ``RolledBack`` when the database refused to record it.
     """
-    if isinstance(outcome, MessageRefused) or command.command_id in before.dead_letters:
+    if isinstance(outcome, MessageRefused):
         return ()
-    if command.command_id in before.inbox or isinstance(outcome, DuplicateCommand):
+    if command.command_id in before.inbox or command.command_id in before.dead_letters:
+        return (Stage.PARTICIPANT_TRANSACTION,)
+    if isinstance(outcome, DuplicateCommand):
         return (Stage.PARTICIPANT_TRANSACTION,)
     if command.phase is Phase.RESOLVE:
         record = before.gate.get(command.target_effect_id or "")
         runs = record is not None and record.kind is ResultKind.UNKNOWN
     else:
         runs = command.effect_id not in before.gate
-    return (Stage.PARTICIPANT_TRANSACTION, Stage.HANDLER) if runs else (Stage.PARTICIPANT_TRANSACTION,)
+    stages = (Stage.PARTICIPANT_TRANSACTION, Stage.HANDLER) if runs else (Stage.PARTICIPANT_TRANSACTION,)
+    spent = before.delivery_failures.get(command.command_id, 0) + 1 >= before.config.transient_failure_budget
+    lettered = isinstance(outcome, DeadLettered) or (isinstance(outcome, RolledBack) and spent)
+    return (*stages, Stage.PARTICIPANT_TRANSACTION) if lettered else stages
 
 
 def fire_lateness(before: OrchestratorStore, timer_id: str, token: int, now_ms: int) -> float | None:

@@ -12,7 +12,10 @@ exactly once); write the result to the outbox.
 
 A business ``TRANSIENT_FAILURE`` or a transaction that rolled back is not acknowledged;
 failures per ``command_id`` are bounded by ``transient_failure_budget``, after which the
-command is dead-lettered and the orchestrator's timeout takes over (S-PART-04). A COMMIT
+command is dead-lettered and the orchestrator's timeout takes over (S-PART-04). The dead
+letter is durable (the seed's "耐久 DLT"), recorded in the inbox by a participant transaction
+of its own: a later copy is a duplicate (S-PART-02). The failure count is the consumer's, as a
+broker's redelivery count: a restarted participant counts afresh (``restart_participant``). A COMMIT
 with unknown outcome is neither acknowledged nor counted as a transient failure: the
 redelivery meets the inbox and gate, which know what happened (S-STEP-05, S-TX-02).
 
@@ -98,8 +101,9 @@ class ParticipantState:
     #: Business facts: each effect id appended when its effect was applied here.
     effects: tuple[str, ...] = ()
     outbox: tuple[ResultEnvelope, ...] = ()
-    #: Transport bookkeeping kept outside the transaction: failed tries per command.
+    #: Failed tries per command, kept by the consuming process (lost when it restarts).
     delivery_failures: Mapping[str, int] = attrs.field(factory=dict)
+    #: Dead-lettered commands, durable: claimed in the participant's inbox (S-PART-04).
     dead_letters: frozenset[str] = frozenset()
 
 
@@ -268,6 +272,19 @@ def handle_command(
     if isinstance(outcome, RolledBack):
         return _failed(state, command.command_id)
     return after, outcome
+
+
+def restart_participant(state: ParticipantState) -> ParticipantState:
+    """The participant's process restarted on its own rows: the failure counts it kept are gone,
+    the dead letters stay (S-PART-04). The seed leaves the count's home open; nasaga-runtime-core
+    takes it from the consumer's delivery context (``retry_attempt``), which a restart begins anew."""
+    return attrs.evolve(state, delivery_failures={})
+
+
+def dead_letter_unrecorded(state: ParticipantState, command_id: str) -> ParticipantState:
+    """A spent budget whose dead letter the database refused to record: the try still counted,
+    the command is not dead-lettered, and its copy meets the spent budget again (S-PART-04)."""
+    return attrs.evolve(state, dead_letters=state.dead_letters - {command_id})
 
 
 def ack_is_earned(outcome: CommandOutcome) -> bool:

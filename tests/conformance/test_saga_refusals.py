@@ -54,3 +54,22 @@ def test_only_a_receipt_that_does_not_decode_is_the_read_backs_answer(kind: Saga
     else:
         with pytest.raises(SagaBackendError):
             _receipt(tx, "saga-1")
+
+
+@pytest.mark.parametrize(
+    ("refused", "retried"),
+    [
+        ([True, True, True], 2),  # one unit refused on every attempt: the last one is not run again
+        ([True, True, True, False], 2),  # ... and then a dead letter's transaction
+        ([True, True, True, True, False], 3),  # ... whose first attempt was refused too
+        ([True, False, False], 1),  # a refused attempt run again, then another unit
+        ([False, True, False], 1),
+    ],
+)
+def test_a_unit_given_up_is_not_counted_as_run_again(refused: list[bool], retried: int) -> None:
+    """S-OBS-02: a unit refused on each of its attempts (three in Ratchet's runtime) was given up;
+    the transaction after it is the next unit's (the dead letter of the delivery's spent budget),
+    not one more attempt of it."""
+    log = TransactionLog(attempts=3)
+    log.refused.extend(refused)
+    assert log.retried_within(0) == retried

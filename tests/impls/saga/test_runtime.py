@@ -9,6 +9,7 @@ import pytest
 
 from impls.saga import (
     Orchestrator,
+    Participant,
     SagaBackend,
     SagaBackendError,
     SagaBackendErrorKind,
@@ -25,6 +26,7 @@ from model.saga import (
     CommandEnvelope,
     CommandProcessed,
     CommitFate,
+    DeadLettered,
     Decision,
     DuplicateCommand,
     DuplicateResult,
@@ -130,6 +132,35 @@ def test_duplicate_command_and_result_are_absorbed(rig: Rig) -> None:
     assert rig.orch.handle_result(envelope, "p0", rig.now) == DuplicateResult(envelope.message_id)
     assert _effects(rig)["p0"] == [command.effect_id]
     assert len(rig.orch.journal(started.saga_id)) == 2  # start + one applied result
+
+
+def test_a_dead_letter_outlives_the_participant_process(rig: Rig) -> None:
+    """S-PART-04, S-PART-02: the spent budget's dead letter is claimed in the inbox, so a copy met
+    by a participant built anew on the same rows (a restarted process) is a duplicate and never
+    runs; kept in memory, saga-durability's seed 20261130 ran it after a reopen."""
+    rig.start()
+    command, first = rig.command(lambda _: Decision.TRANSIENT_FAILURE)
+    assert isinstance(first, RolledBack)
+    part = rig.parts["p0"]
+    assert part.handle_command(command, ORCHESTRATOR, Decision.TRANSIENT_FAILURE) == DeadLettered(
+        command.command_id, 2
+    )
+    restarted = Participant(part.backend, part.config)
+    assert restarted.handle_command(command, ORCHESTRATOR, Decision.SUCCEED) == DuplicateCommand(
+        command.command_id
+    )
+    assert _effects(rig)["p0"] == [] and restarted.pending_results() == ()
+
+
+def test_a_restarted_participant_counts_failures_afresh(rig: Rig) -> None:
+    """S-PART-04 (decided, docs/saga-contract.md): the failure count is the consuming process's."""
+    rig.start()
+    command, first = rig.command(lambda _: Decision.TRANSIENT_FAILURE)
+    assert isinstance(first, RolledBack)
+    restarted = Participant(rig.parts["p0"].backend, rig.parts["p0"].config)
+    assert isinstance(restarted.handle_command(command, ORCHESTRATOR, Decision.TRANSIENT_FAILURE), RolledBack)
+    processed = restarted.handle_command(command, ORCHESTRATOR, Decision.SUCCEED)
+    assert isinstance(processed, CommandProcessed)
 
 
 def test_forged_result_is_refused_and_takes_no_inbox_key(rig: Rig) -> None:

@@ -19,6 +19,7 @@ from model.saga import (
     ClaimTimer,
     CommandDelivery,
     CommandProcessed,
+    DeadLettered,
     Decision,
     DuplicateCommand,
     EligibilityRevoked,
@@ -94,8 +95,17 @@ def test_s_obs_02_participant_stages_follow_the_inbox_and_the_gate() -> None:
     assert command_stages(after, command, DuplicateCommand(command.command_id)) == both[:1]
     retry = attrs.evolve(command, attempt=2, command_id="cmd-other")
     assert command_stages(after, retry, CommandProcessed(outcome.result, True)) == both[:1]
+    # A dead letter is claimed in the inbox: its copy is a duplicate's transaction (S-PART-04).
     dead = attrs.evolve(part, dead_letters=frozenset({command.command_id}))
-    assert command_stages(dead, command, DuplicateCommand(command.command_id)) == ()
+    assert command_stages(dead, command, DuplicateCommand(command.command_id)) == both[:1]
+    # The try that spends the budget runs one more transaction, recording the dead letter, even
+    # when the database refused to record it (answered RolledBack).
+    spent = attrs.evolve(
+        part, delivery_failures={command.command_id: part.config.transient_failure_budget - 1}
+    )
+    lettered = (*both, Stage.PARTICIPANT_TRANSACTION)
+    assert command_stages(spent, command, DeadLettered(command.command_id, 2)) == lettered
+    assert command_stages(spent, command, RolledBack()) == lettered
 
 
 def test_s_obs_03_lateness_is_taken_only_after_the_fence_held() -> None:

@@ -28,10 +28,12 @@ from model.saga import (
     RolledBack,
     SagaPayload,
     ack_is_earned,
+    dead_letter_unrecorded,
     effect_counts,
     handle_command,
     mark_command_published,
     pending_commands,
+    restart_participant,
 )
 from model.saga._instance import make_command
 from tests.model.saga.builders import (
@@ -154,6 +156,31 @@ def test_s_part_04_transient_failures_roll_back_then_dead_letter() -> None:
     assert business(after) == business(part)
     again, duplicate = deliver(after, command)
     assert isinstance(duplicate, DuplicateCommand) and again is after
+
+
+def test_s_part_04_a_restart_counts_afresh_and_keeps_its_dead_letters() -> None:
+    _, part, command = setup(budget=2)
+    once, _ = deliver(part, command, Decision.TRANSIENT_FAILURE)
+    restarted = restart_participant(once)
+    assert restarted.delivery_failures == {}
+    again, outcome = deliver(restarted, command, Decision.TRANSIENT_FAILURE)
+    assert isinstance(outcome, RolledBack)
+    dead, outcome = deliver(again, command, Decision.TRANSIENT_FAILURE)
+    assert isinstance(outcome, DeadLettered)
+    _, duplicate = deliver(restart_participant(dead), command)
+    assert isinstance(duplicate, DuplicateCommand)
+
+
+def test_s_part_04_a_dead_letter_left_unrecorded_meets_the_spent_budget_again() -> None:
+    _, part, command = setup(budget=1)
+    dead, outcome = deliver(part, command, Decision.TRANSIENT_FAILURE)
+    assert isinstance(outcome, DeadLettered)
+    unrecorded = dead_letter_unrecorded(dead, command.command_id)
+    assert unrecorded.dead_letters == frozenset() and unrecorded.delivery_failures == {command.command_id: 1}
+    _, outcome = deliver(unrecorded, command, Decision.TRANSIENT_FAILURE)
+    assert outcome == DeadLettered(command.command_id, 2)
+    _, processed = deliver(unrecorded, command)
+    assert isinstance(processed, CommandProcessed)
 
 
 def test_s_part_04_unknown_commits_never_spend_the_transient_budget() -> None:
